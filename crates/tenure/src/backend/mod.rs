@@ -1,0 +1,193 @@
+//! The storage trait and its three implementations.
+//!
+//! A backend does one thing per operation: in a transaction that holds the lease row's lock
+//! (`SELECT … FOR UPDATE`; SQLite: `BEGIN IMMEDIATE`), it reads the row and the database's
+//! clock *after* taking the lock, runs [`model::decide`](crate::model::decide), writes the row
+//! and the history event it returns, and commits. The rules therefore exist once, and every
+//! backend's SQL is only storage: rows in, rows out, times as database timestamps.
+
+use crate::error::Result;
+use crate::model::{DbTime, Effect, Lease, Op};
+use async_trait::async_trait;
+use std::fmt;
+use tokio::sync::broadcast;
+
+#[cfg(feature = "mysql")]
+pub mod mysql;
+#[cfg(feature = "postgres")]
+pub mod postgres;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+
+mod options;
+mod sql;
+mod url;
+
+pub use options::StoreOptions;
+pub use url::RedactedUrl;
+
+/// Which database engine a backend talks to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BackendKind {
+    Postgres,
+    MySql,
+    Sqlite,
+}
+
+impl fmt::Display for BackendKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BackendKind::Postgres => "postgres",
+            BackendKind::MySql => "mysql",
+            BackendKind::Sqlite => "sqlite",
+        })
+    }
+}
+
+/// What an operation did, with the row as the database now sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Applied {
+    /// The database instant at which the operation was decided.
+    pub now: DbTime,
+    /// The row after the operation; `None` if the name has never been used.
+    pub lease: Option<Lease>,
+    /// What happened.
+    pub effect: Effect,
+}
+
+/// One or all rows, read together with the database's clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    /// The database instant of the read.
+    pub now: DbTime,
+    /// The rows, ordered by name.
+    pub leases: Vec<Lease>,
+}
+
+/// One row of `tenure_history`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistoryEntry {
+    /// Increasing with insertion order.
+    pub id: i64,
+    pub name: String,
+    pub term: u64,
+    pub holder: Option<String>,
+    /// `acquired`, `released`, `taken_over_expired`, `demoted`, `handed_over`, `forced`,
+    /// `paused` or `resumed`.
+    pub event: String,
+    /// Database time of the transition.
+    pub at: DbTime,
+    /// Who caused it: a candidate id, or the actor named by an admin call.
+    pub actor: String,
+    pub detail: String,
+}
+
+/// Storage for leases: implemented for PostgreSQL, the MySQL family and SQLite.
+///
+/// Callers normally use [`Store`](crate::Store), which validates input and bounds every call
+/// with a timeout.
+#[async_trait]
+pub trait Backend: Send + Sync + fmt::Debug + 'static {
+    /// Which engine this is.
+    fn kind(&self) -> BackendKind;
+
+    /// The database URL, with any password replaced.
+    fn url(&self) -> &RedactedUrl;
+
+    /// Applies `op` to `name` atomically, recording `actor` in the history.
+    ///
+    /// # Errors
+    /// Database failures. The operation's effect is then unknown: it may have committed.
+    ///
+    /// # Cancel safety
+    /// Dropping the future rolls the transaction back unless the commit was already sent, in
+    /// which case the effect is unknown (as for any error).
+    async fn apply(&self, name: &str, op: &Op, actor: &str) -> Result<Applied>;
+
+    /// Reads one row (an empty `leases` if the name is unknown).
+    async fn get(&self, name: &str) -> Result<Snapshot>;
+
+    /// Reads every row.
+    async fn list(&self) -> Result<Snapshot>;
+
+    /// The newest `limit` transitions of `name`, newest first.
+    async fn history(&self, name: &str, limit: u32) -> Result<Vec<HistoryEntry>>;
+
+    /// Creates the tables if they do not exist and records the schema version.
+    async fn migrate(&self) -> Result<()>;
+
+    /// Checks that the tables exist and have a schema version this build understands.
+    async fn check_schema(&self) -> Result<()>;
+
+    /// The DDL that [`migrate`](Backend::migrate) runs, for a DBA to apply by hand.
+    fn schema_sql(&self) -> String;
+
+    /// Names whose lease was released, demoted, handed over, resumed or acquired, as the
+    /// database pushes them (PostgreSQL LISTEN/NOTIFY). `None` where the engine cannot push.
+    fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
+        None
+    }
+}
+
+/// Connects to the database named by `url` and prepares its tables (unless
+/// [`StoreOptions::auto_create`] is off, in which case they must exist).
+///
+/// URLs: `postgres://…` / `postgresql://…`, `mysql://…` / `mariadb://…`, `sqlite://PATH` /
+/// `sqlite:PATH` (created if missing).
+///
+/// # Errors
+/// [`Error::BadUrl`](crate::Error::BadUrl), [`Error::Connect`](crate::Error::Connect),
+/// [`Error::SchemaMissing`](crate::Error::SchemaMissing) and database errors.
+pub async fn connect(
+    url: &str,
+    options: &StoreOptions,
+) -> Result<std::sync::Arc<dyn Backend>> {
+    use crate::error::Error;
+    let redacted = RedactedUrl::new(url);
+    let scheme = url.split(':').next().unwrap_or_default().to_ascii_lowercase();
+    let not_compiled = |backend| Error::BackendNotCompiled {
+        url: redacted.to_string(),
+        backend,
+    };
+    let backend: std::sync::Arc<dyn Backend> = match scheme.as_str() {
+        "postgres" | "postgresql" => {
+            #[cfg(feature = "postgres")]
+            {
+                std::sync::Arc::new(postgres::PostgresBackend::connect(url, options).await?)
+            }
+            #[cfg(not(feature = "postgres"))]
+            return Err(not_compiled("postgres"));
+        }
+        "mysql" | "mariadb" => {
+            #[cfg(feature = "mysql")]
+            {
+                std::sync::Arc::new(mysql::MySqlBackend::connect(url, options).await?)
+            }
+            #[cfg(not(feature = "mysql"))]
+            return Err(not_compiled("mysql"));
+        }
+        "sqlite" => {
+            #[cfg(feature = "sqlite")]
+            {
+                std::sync::Arc::new(sqlite::SqliteBackend::connect(url, options).await?)
+            }
+            #[cfg(not(feature = "sqlite"))]
+            return Err(not_compiled("sqlite"));
+        }
+        _ => {
+            let _ = not_compiled;
+            return Err(Error::BadUrl {
+                url: redacted.to_string(),
+                reason: "the scheme must be postgres://, mysql://, mariadb:// or sqlite://"
+                    .to_string(),
+            });
+        }
+    };
+    if options.auto_create {
+        backend.migrate().await?;
+    } else {
+        backend.check_schema().await?;
+    }
+    Ok(backend)
+}

@@ -1,0 +1,70 @@
+//! Options that apply to every backend.
+
+use crate::error::Result;
+use crate::validate;
+use std::time::Duration;
+
+/// How a [`Store`](crate::Store) connects and where it keeps its tables.
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    /// Prefix of the table names (`<prefix>lease`, `<prefix>history`, `<prefix>schema`).
+    /// Default `tenure_`; must match `^[A-Za-z_][A-Za-z0-9_]{0,40}$`.
+    pub table_prefix: String,
+    /// Create the tables on first use (`IF NOT EXISTS`). Turn off where the user has no DDL
+    /// rights; then a missing table is [`Error::SchemaMissing`](crate::Error::SchemaMissing).
+    pub auto_create: bool,
+    /// History rows older than this are deleted when a newer event of the same name is
+    /// written. `None` keeps everything. Default 30 days.
+    pub history_retention: Option<Duration>,
+    /// Bound on connecting and on each call made through [`Store`](crate::Store).
+    pub timeout: Duration,
+    /// Connections in the pool (PostgreSQL also holds one more for LISTEN).
+    pub max_connections: u32,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            table_prefix: "tenure_".to_string(),
+            auto_create: true,
+            history_retention: Some(Duration::from_secs(30 * 24 * 3600)),
+            timeout: Duration::from_secs(5),
+            max_connections: 8,
+        }
+    }
+}
+
+impl StoreOptions {
+    /// Sets the table prefix.
+    pub fn table_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.table_prefix = prefix.into();
+        self
+    }
+
+    /// Turns automatic table creation on or off.
+    pub fn auto_create(mut self, on: bool) -> Self {
+        self.auto_create = on;
+        self
+    }
+
+    /// Sets the history retention (`None`: keep forever).
+    pub fn history_retention(mut self, keep: Option<Duration>) -> Self {
+        self.history_retention = keep;
+        self
+    }
+
+    /// Sets the per-call timeout.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        validate::table_prefix(&self.table_prefix)
+    }
+
+    pub(crate) fn retention_us(&self) -> Option<i64> {
+        self.history_retention
+            .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+    }
+}

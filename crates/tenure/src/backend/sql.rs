@@ -1,0 +1,515 @@
+//! What the three SQL backends share: the statements, built from a small dialect description,
+//! and (as a macro, because sqlx's executor traits differ per engine) the transaction that
+//! runs the model.
+
+use crate::error::{Error, Result};
+use crate::model::{DbTime, Lease};
+
+/// How one engine spells the few things that differ.
+pub(crate) struct Dialect {
+    /// Positional parameter `n` (1-based): `$1` or `?`.
+    pub param: fn(usize) -> String,
+    /// A timestamp column as microseconds since the epoch (BIGINT).
+    pub to_us: fn(&str) -> String,
+    /// A microseconds parameter as a timestamp value.
+    pub from_us: fn(&str) -> String,
+    /// The database's current time, read when the expression is evaluated.
+    pub now_us: &'static str,
+    /// Whether the row lock and the clock can be read in one statement, with the clock read
+    /// after the lock was granted.
+    pub now_with_lock: bool,
+    /// The locking clause for the row (empty where the transaction already locks).
+    pub for_update: &'static str,
+    /// The DDL, with `{p}` standing for the table prefix.
+    pub schema: &'static [&'static str],
+}
+
+/// Every statement a backend runs, with the table prefix filled in.
+pub(crate) struct Statements {
+    pub lock_row: String,
+    pub now: String,
+    pub get_row: String,
+    pub list: String,
+    pub insert_row: String,
+    pub update_row: String,
+    pub insert_history: String,
+    pub prune_history: String,
+    pub history: String,
+    pub schema: Vec<String>,
+    pub schema_version: String,
+    pub init_version: String,
+    pub probe_lease: String,
+    pub lease_table: String,
+    pub schema_table: String,
+}
+
+/// The schema version this build writes and understands.
+pub(crate) const SCHEMA_VERSION: i64 = 1;
+
+impl Statements {
+    pub fn new(prefix: &str, d: &Dialect) -> Statements {
+        let lease = format!("{prefix}lease");
+        let history = format!("{prefix}history");
+        let schema_table = format!("{prefix}schema");
+        let p = d.param;
+        let cols = format!(
+            "name, holder, term, {} AS acquired_us, {} AS renewed_us, {} AS expires_us, \
+             ttl_ms, metadata, handover_to, paused",
+            (d.to_us)("acquired_at"),
+            (d.to_us)("renewed_at"),
+            (d.to_us)("expires_at"),
+        );
+        let select_row = format!("SELECT {cols} FROM {lease} WHERE name = {}", p(1));
+        let lock_row = if d.now_with_lock {
+            format!(
+                "SELECT l.*, {} AS now_us FROM ({select_row} {}) l",
+                d.now_us, d.for_update
+            )
+        } else {
+            format!("{select_row} {}", d.for_update)
+        };
+        let l_cols = format!(
+            "l.name, l.holder, l.term, {} AS acquired_us, {} AS renewed_us, {} AS expires_us, \
+             l.ttl_ms, l.metadata, l.handover_to, l.paused",
+            (d.to_us)("l.acquired_at"),
+            (d.to_us)("l.renewed_at"),
+            (d.to_us)("l.expires_at"),
+        );
+        let clock_join = format!("SELECT {} AS now_us, {l_cols} FROM (SELECT 1 AS one) d", d.now_us);
+        Statements {
+            lock_row,
+            now: format!("SELECT {} AS now_us", d.now_us),
+            get_row: format!("{clock_join} LEFT JOIN {lease} l ON l.name = {}", p(1)),
+            list: format!("{clock_join} LEFT JOIN {lease} l ON 1 = 1 ORDER BY l.name"),
+            insert_row: format!(
+                "INSERT INTO {lease} (name, holder, term, acquired_at, renewed_at, expires_at, \
+                 ttl_ms, metadata, handover_to, paused) \
+                 VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
+                p(1),
+                p(2),
+                p(3),
+                (d.from_us)(&p(4)),
+                (d.from_us)(&p(5)),
+                (d.from_us)(&p(6)),
+                p(7),
+                p(8),
+                p(9),
+                p(10)
+            ),
+            update_row: format!(
+                "UPDATE {lease} SET holder = {}, term = {}, acquired_at = {}, renewed_at = {}, \
+                 expires_at = {}, ttl_ms = {}, metadata = {}, handover_to = {}, paused = {} \
+                 WHERE name = {}",
+                p(2),
+                p(3),
+                (d.from_us)(&p(4)),
+                (d.from_us)(&p(5)),
+                (d.from_us)(&p(6)),
+                p(7),
+                p(8),
+                p(9),
+                p(10),
+                p(1)
+            ),
+            insert_history: format!(
+                "INSERT INTO {history} (name, term, holder, event, at, actor, detail) \
+                 VALUES ({}, {}, {}, {}, {}, {}, {})",
+                p(1),
+                p(2),
+                p(3),
+                p(4),
+                (d.from_us)(&p(5)),
+                p(6),
+                p(7)
+            ),
+            prune_history: format!(
+                "DELETE FROM {history} WHERE name = {} AND at < {}",
+                p(1),
+                (d.from_us)(&p(2))
+            ),
+            history: format!(
+                "SELECT id, name, term, holder, event, {} AS at_us, actor, detail FROM {history} \
+                 WHERE name = {} ORDER BY id DESC LIMIT {}",
+                (d.to_us)("at"),
+                p(1),
+                p(2)
+            ),
+            schema: d
+                .schema
+                .iter()
+                .map(|s| s.replace("{p}", prefix))
+                .collect(),
+            schema_version: format!("SELECT MAX(version) AS version FROM {schema_table}"),
+            init_version: format!(
+                "INSERT INTO {schema_table} (version) SELECT {SCHEMA_VERSION} FROM (SELECT 1 AS one) d \
+                 WHERE NOT EXISTS (SELECT 1 FROM {schema_table})"
+            ),
+            probe_lease: format!("SELECT name FROM {lease} WHERE 1 = 0"),
+            lease_table: lease,
+            schema_table,
+        }
+    }
+
+    /// The DDL as one script.
+    pub fn script(&self) -> String {
+        let mut out = String::new();
+        for s in &self.schema {
+            out.push_str(s.trim());
+            out.push_str(";\n\n");
+        }
+        out.push_str(&self.init_version);
+        out.push_str(";\n");
+        out
+    }
+}
+
+/// The raw column values of a lease row, before they become a [`Lease`].
+pub(crate) struct RawLease {
+    pub name: String,
+    pub holder: Option<String>,
+    pub term: i64,
+    pub acquired_us: i64,
+    pub renewed_us: i64,
+    pub expires_us: i64,
+    pub ttl_ms: i64,
+    pub metadata: Option<String>,
+    pub handover_to: Option<String>,
+    pub paused: bool,
+}
+
+impl RawLease {
+    pub fn into_lease(self, table: &str) -> Result<Lease> {
+        let unsigned = |v: i64, what: &str| {
+            u64::try_from(v).map_err(|_| Error::Corrupt {
+                table: table.to_string(),
+                reason: format!("negative {what} {v} for {:?}", self.name),
+            })
+        };
+        Ok(Lease {
+            term: unsigned(self.term, "term")?,
+            ttl_ms: unsigned(self.ttl_ms, "ttl_ms")?,
+            holder: self.holder,
+            acquired_at: DbTime(self.acquired_us),
+            renewed_at: DbTime(self.renewed_us),
+            expires_at: DbTime(self.expires_us),
+            metadata: self.metadata,
+            handover_to: self.handover_to,
+            paused: self.paused,
+            name: self.name,
+        })
+    }
+}
+
+/// Whether an error is a transient conflict after which the whole transaction may simply be
+/// tried again: a unique violation (two creators of one row), a deadlock or a serialization
+/// failure. Nothing was committed in these cases.
+pub(crate) fn is_retryable(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Database(db) => {
+            matches!(db.kind(), sqlx::error::ErrorKind::UniqueViolation)
+                || matches!(db.code().as_deref(), Some("40001" | "40P01"))
+        }
+        _ => false,
+    }
+}
+
+/// Whether an error says that a table does not exist.
+pub(crate) fn is_missing_table(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Database(db) => {
+            matches!(db.code().as_deref(), Some("42P01" | "42S02" | "1146"))
+                || db.message().contains("no such table")
+        }
+        _ => false,
+    }
+}
+
+/// Implements [`Backend`](crate::backend::Backend) for a struct with fields `pool`
+/// (`sqlx::Pool<$db>`), `stmts` ([`Statements`]), `url`, `retention_us` (`Option<i64>`) and
+/// `begin` (the statement that opens a write transaction), plus a method
+/// `after_event(&self, tx, name)` run inside the transaction whenever history is written.
+macro_rules! impl_sql_backend {
+    ($ty:ty, $db:ty, $kind:expr) => {
+        impl $ty {
+            fn raw_lease(
+                row: &<$db as sqlx::Database>::Row,
+            ) -> std::result::Result<$crate::backend::sql::RawLease, sqlx::Error> {
+                use sqlx::Row;
+                Ok($crate::backend::sql::RawLease {
+                    name: row.try_get("name")?,
+                    holder: row.try_get("holder")?,
+                    term: row.try_get("term")?,
+                    acquired_us: row.try_get("acquired_us")?,
+                    renewed_us: row.try_get("renewed_us")?,
+                    expires_us: row.try_get("expires_us")?,
+                    ttl_ms: row.try_get("ttl_ms")?,
+                    metadata: row.try_get("metadata")?,
+                    handover_to: row.try_get("handover_to")?,
+                    paused: row.try_get("paused")?,
+                })
+            }
+
+            fn lease_from(
+                &self,
+                row: &<$db as sqlx::Database>::Row,
+            ) -> $crate::error::Result<$crate::model::Lease> {
+                Self::raw_lease(row)?.into_lease(&self.stmts.lease_table)
+            }
+
+            /// Rows of a `clock_join` query: the clock, and the lease if the join matched.
+            fn snapshot_from(
+                &self,
+                rows: &[<$db as sqlx::Database>::Row],
+            ) -> $crate::error::Result<$crate::backend::Snapshot> {
+                use sqlx::Row;
+                let mut now = None;
+                let mut leases = Vec::new();
+                for row in rows {
+                    now = Some($crate::model::DbTime(row.try_get::<i64, _>("now_us")?));
+                    if row.try_get::<Option<String>, _>("name")?.is_some() {
+                        leases.push(self.lease_from(row)?);
+                    }
+                }
+                let now = now.ok_or_else(|| $crate::error::Error::Corrupt {
+                    table: self.stmts.lease_table.clone(),
+                    reason: "the clock query returned no row".to_string(),
+                })?;
+                Ok($crate::backend::Snapshot { now, leases })
+            }
+
+            async fn apply_once(
+                &self,
+                name: &str,
+                op: &$crate::model::Op,
+                actor: &str,
+            ) -> $crate::error::Result<$crate::backend::Applied> {
+                use sqlx::Row;
+                let s = &self.stmts;
+                let mut tx = self.pool.begin_with(self.begin).await?;
+                let row = sqlx::query(&s.lock_row)
+                    .bind(name)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let mut now = None;
+                let current = match &row {
+                    Some(row) => {
+                        if let Ok(Some(us)) = row.try_get::<Option<i64>, _>("now_us") {
+                            now = Some($crate::model::DbTime(us));
+                        }
+                        Some(self.lease_from(row)?)
+                    }
+                    None => None,
+                };
+                let now = match now {
+                    Some(now) => now,
+                    None => $crate::model::DbTime(
+                        sqlx::query(&s.now)
+                            .fetch_one(&mut *tx)
+                            .await?
+                            .try_get::<i64, _>("now_us")?,
+                    ),
+                };
+                let decision = $crate::model::decide(now, name, current.as_ref(), op);
+                if let (true, Some(lease)) = (decision.write, &decision.lease) {
+                    let statement = if current.is_some() {
+                        &s.update_row
+                    } else {
+                        &s.insert_row
+                    };
+                    sqlx::query(statement)
+                        .bind(&lease.name)
+                        .bind(&lease.holder)
+                        .bind(lease.term as i64)
+                        .bind(lease.acquired_at.0)
+                        .bind(lease.renewed_at.0)
+                        .bind(lease.expires_at.0)
+                        .bind(lease.ttl_ms as i64)
+                        .bind(&lease.metadata)
+                        .bind(&lease.handover_to)
+                        .bind(lease.paused)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                if let Some(event) = &decision.event {
+                    if let Some(keep) = self.retention_us {
+                        sqlx::query(&s.prune_history)
+                            .bind(name)
+                            .bind(now.0.saturating_sub(keep))
+                            .execute(&mut *tx)
+                            .await?;
+                    }
+                    sqlx::query(&s.insert_history)
+                        .bind(name)
+                        .bind(event.term as i64)
+                        .bind(&event.holder)
+                        .bind(event.kind.as_str())
+                        .bind(now.0)
+                        .bind(actor)
+                        .bind(&event.detail)
+                        .execute(&mut *tx)
+                        .await?;
+                    self.after_event(&mut tx, name).await?;
+                }
+                tx.commit().await?;
+                Ok($crate::backend::Applied {
+                    now,
+                    lease: decision.lease,
+                    effect: decision.effect,
+                })
+            }
+        }
+
+        #[async_trait::async_trait]
+        impl $crate::backend::Backend for $ty {
+            fn kind(&self) -> $crate::backend::BackendKind {
+                $kind
+            }
+
+            fn url(&self) -> &$crate::backend::RedactedUrl {
+                &self.url
+            }
+
+            async fn apply(
+                &self,
+                name: &str,
+                op: &$crate::model::Op,
+                actor: &str,
+            ) -> $crate::error::Result<$crate::backend::Applied> {
+                let mut attempt = 0;
+                loop {
+                    attempt += 1;
+                    match self.apply_once(name, op, actor).await {
+                        Err($crate::error::Error::Database(e))
+                            if attempt < 4 && $crate::backend::sql::is_retryable(&e) =>
+                        {
+                            tracing::debug!(name, error = %e, "transient conflict; retrying");
+                        }
+                        other => return other,
+                    }
+                }
+            }
+
+            async fn get(&self, name: &str) -> $crate::error::Result<$crate::backend::Snapshot> {
+                let rows = sqlx::query(&self.stmts.get_row)
+                    .bind(name)
+                    .fetch_all(&self.pool)
+                    .await?;
+                self.snapshot_from(&rows)
+            }
+
+            async fn list(&self) -> $crate::error::Result<$crate::backend::Snapshot> {
+                let rows = sqlx::query(&self.stmts.list).fetch_all(&self.pool).await?;
+                self.snapshot_from(&rows)
+            }
+
+            async fn history(
+                &self,
+                name: &str,
+                limit: u32,
+            ) -> $crate::error::Result<Vec<$crate::backend::HistoryEntry>> {
+                use sqlx::Row;
+                let rows = sqlx::query(&self.stmts.history)
+                    .bind(name)
+                    .bind(i64::from(limit))
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter()
+                    .map(|row| {
+                        Ok($crate::backend::HistoryEntry {
+                            id: row.try_get("id")?,
+                            name: row.try_get("name")?,
+                            term: u64::try_from(row.try_get::<i64, _>("term")?).unwrap_or(0),
+                            holder: row.try_get("holder")?,
+                            event: row.try_get("event")?,
+                            at: $crate::model::DbTime(row.try_get("at_us")?),
+                            actor: row.try_get("actor")?,
+                            detail: row.try_get("detail")?,
+                        })
+                    })
+                    .collect()
+            }
+
+            async fn migrate(&self) -> $crate::error::Result<()> {
+                let mut attempt = 0;
+                loop {
+                    attempt += 1;
+                    let result: std::result::Result<(), sqlx::Error> = async {
+                        for ddl in &self.stmts.schema {
+                            sqlx::query(ddl).execute(&self.pool).await?;
+                        }
+                        sqlx::query(&self.stmts.init_version)
+                            .execute(&self.pool)
+                            .await?;
+                        Ok(())
+                    }
+                    .await;
+                    match result {
+                        // Concurrent `CREATE TABLE IF NOT EXISTS` can collide in PostgreSQL's
+                        // catalog; the other creator has then done the work.
+                        Err(e) if attempt < 4 && $crate::backend::sql::is_retryable(&e) => {}
+                        Err(e) => return Err(e.into()),
+                        Ok(()) => return self.check_schema().await,
+                    }
+                }
+            }
+
+            async fn check_schema(&self) -> $crate::error::Result<()> {
+                use sqlx::Row;
+                let missing = |table: &str| $crate::error::Error::SchemaMissing {
+                    table: table.to_string(),
+                    url: self.url.to_string(),
+                };
+                let version = match sqlx::query(&self.stmts.schema_version)
+                    .fetch_one(&self.pool)
+                    .await
+                {
+                    Ok(row) => row.try_get::<Option<i64>, _>("version")?,
+                    Err(e) if $crate::backend::sql::is_missing_table(&e) => {
+                        return Err(missing(&self.stmts.schema_table));
+                    }
+                    Err(e) => return Err(e.into()),
+                };
+                if let Err(e) = sqlx::query(&self.stmts.probe_lease)
+                    .fetch_optional(&self.pool)
+                    .await
+                {
+                    return Err(if $crate::backend::sql::is_missing_table(&e) {
+                        missing(&self.stmts.lease_table)
+                    } else {
+                        e.into()
+                    });
+                }
+                match version {
+                    None => Err(missing(&self.stmts.schema_table)),
+                    Some(found) if found > $crate::backend::sql::SCHEMA_VERSION => {
+                        Err($crate::error::Error::SchemaTooNew {
+                            found,
+                            supported: $crate::backend::sql::SCHEMA_VERSION,
+                            url: self.url.to_string(),
+                        })
+                    }
+                    Some(_) => Ok(()),
+                }
+            }
+
+            fn schema_sql(&self) -> String {
+                self.stmts.script()
+            }
+
+            fn subscribe(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
+                self.subscription()
+            }
+        }
+
+        impl std::fmt::Debug for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($ty))
+                    .field("url", &self.url)
+                    .field("lease_table", &self.stmts.lease_table)
+                    .finish_non_exhaustive()
+            }
+        }
+    };
+}
+
+pub(crate) use impl_sql_backend;

@@ -1,0 +1,142 @@
+//! Validation of names, candidate ids, table prefixes and metadata, and the default candidate id.
+
+use crate::error::{Error, Result};
+use rand::distributions::{Alphanumeric, DistString};
+
+/// Longest name or candidate id, in bytes (fits a MySQL utf8mb4 index).
+pub const MAX_ID_BYTES: usize = 191;
+/// Largest metadata value, in bytes.
+pub const MAX_METADATA_BYTES: usize = 4096;
+/// Longest table prefix.
+pub const MAX_PREFIX_CHARS: usize = 41;
+
+fn invalid(what: &'static str, value: &str, rule: &'static str) -> Error {
+    Error::Invalid {
+        what,
+        value: value.to_string(),
+        rule,
+    }
+}
+
+fn check_id(what: &'static str, value: &str) -> Result<()> {
+    if value.is_empty() || value.len() > MAX_ID_BYTES {
+        return Err(invalid(what, value, "must be 1 to 191 bytes of UTF-8"));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(invalid(what, value, "must not contain control characters"));
+    }
+    Ok(())
+}
+
+/// Checks an election or lock name: 1..=191 bytes of UTF-8, no control characters.
+///
+/// # Errors
+/// [`Error::Invalid`] naming the value and the rule.
+pub fn name(value: &str) -> Result<()> {
+    check_id("name", value)
+}
+
+/// Checks a candidate id: 1..=191 bytes of UTF-8, no control characters.
+///
+/// # Errors
+/// [`Error::Invalid`] naming the value and the rule.
+pub fn candidate(value: &str) -> Result<()> {
+    check_id("candidate id", value)
+}
+
+/// Checks a table prefix against `^[A-Za-z_][A-Za-z0-9_]{0,40}$`.
+///
+/// # Errors
+/// [`Error::Invalid`] naming the value and the rule.
+pub fn table_prefix(value: &str) -> Result<()> {
+    let mut chars = value.chars();
+    let first_ok = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    let rest_ok = chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if first_ok && rest_ok && value.len() <= MAX_PREFIX_CHARS {
+        Ok(())
+    } else {
+        Err(invalid(
+            "table prefix",
+            value,
+            "must match ^[A-Za-z_][A-Za-z0-9_]{0,40}$",
+        ))
+    }
+}
+
+/// Checks a metadata value: at most 4096 bytes.
+///
+/// # Errors
+/// [`Error::Invalid`] naming the value and the rule.
+pub fn metadata(value: &str) -> Result<()> {
+    if value.len() > MAX_METADATA_BYTES {
+        let shown: String = value.chars().take(40).collect();
+        return Err(invalid(
+            "metadata",
+            &format!("{shown}…"),
+            "must be at most 4096 bytes",
+        ));
+    }
+    Ok(())
+}
+
+/// The default candidate id: `<hostname>-<pid>-<4 random chars>`, readable by an operator and
+/// unique per process incarnation.
+pub fn default_candidate_id() -> String {
+    let host = hostname::get()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".to_string());
+    let suffix = Alphanumeric.sample_string(&mut rand::thread_rng(), 4);
+    let mut id = format!("{host}-{}-{suffix}", std::process::id());
+    if id.len() > MAX_ID_BYTES {
+        let keep = id.len() - MAX_ID_BYTES;
+        id.drain(..keep);
+    }
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_ids() {
+        assert!(name("billing-cron").is_ok());
+        assert!(name("ünïcode ok").is_ok());
+        assert!(name(&"x".repeat(191)).is_ok());
+        let err = name(&"x".repeat(192)).unwrap_err().to_string();
+        assert!(err.contains("1 to 191 bytes"), "{err}");
+        assert!(name("").is_err());
+        let err = candidate("a\nb").unwrap_err().to_string();
+        assert!(err.contains("candidate id") && err.contains("control"), "{err}");
+    }
+
+    #[test]
+    fn prefixes() {
+        for ok in ["tenure_", "_x", "A9_", &format!("a{}", "b".repeat(40))] {
+            assert!(table_prefix(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "9a", "a-b", "a b", "a;drop", &format!("a{}", "b".repeat(41))] {
+            let err = table_prefix(bad).unwrap_err().to_string();
+            assert!(err.contains("table prefix"), "{err}");
+        }
+    }
+
+    #[test]
+    fn default_id_is_valid_and_unique() {
+        let a = default_candidate_id();
+        let b = default_candidate_id();
+        assert!(candidate(&a).is_ok());
+        assert!(a.contains(&format!("-{}-", std::process::id())), "{a}");
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn metadata_limit() {
+        assert!(metadata(&"m".repeat(4096)).is_ok());
+        assert!(metadata(&"m".repeat(4097)).is_err());
+    }
+}
