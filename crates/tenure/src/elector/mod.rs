@@ -1,0 +1,230 @@
+//! The [`Elector`]: a spawned campaign loop for one (name, candidate) that publishes its role
+//! and hands out [`LeaderGuard`]s.
+//!
+//! # Timing
+//! - The holder renews every `renew_interval`. Its belief ends at its local deadline (the
+//!   instant before it sent its last successful campaign + `ttl − safety_margin`), even if the
+//!   database hangs: every call is raced against that deadline and bounded by `db_timeout`.
+//! - An answer that arrives after its own deadline is not believed.
+//! - A follower that sees a live holder with `r` left tries again at `r` + jitter, and at least
+//!   every `renew_interval`; on PostgreSQL a NOTIFY wakes it at once.
+//! - A tenure that ended locally is never resumed: if the database still names this candidate
+//!   with that term, the elector releases it and acquires a new term, so every
+//!   [`LeaderGuard`] has a term of its own.
+//!
+//! # Cancel safety
+//! The loop runs in its own task. Dropping the [`Elector`] stops it after a best-effort
+//! release; aborting the task (or a panic in it) ends the current tenure's [`LeaderGuard`] at
+//! once (its signal fires on drop) and leaves the lease to expire.
+
+mod guard;
+mod task;
+
+pub use guard::LeaderGuard;
+
+use crate::config::Timing;
+use crate::error::{Error, Result};
+use crate::store::{LeaderInfo, Store};
+use crate::validate;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// What this elector currently is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Not yet known, or the database cannot be reached (and this elector does not lead).
+    Unknown,
+    /// Someone else leads (`leader`), or nobody does right now (`None`).
+    Follower { leader: Option<LeaderInfo> },
+    /// This elector leads with fencing token `term` until at most `deadline` (local, monotonic).
+    Leader { term: u64, deadline: Instant },
+    /// Campaigning is paused on this node ([`Elector::pause`]).
+    Paused,
+    /// The elector has stopped.
+    Stopped,
+}
+
+impl Role {
+    /// Whether this is [`Role::Leader`].
+    pub fn is_leader(&self) -> bool {
+        matches!(self, Role::Leader { .. })
+    }
+}
+
+pub(crate) enum Command {
+    Release {
+        term: u64,
+        reply: oneshot::Sender<Result<()>>,
+    },
+    Pause,
+    Resume,
+    Shutdown {
+        reply: oneshot::Sender<()>,
+    },
+}
+
+/// Configures an [`Elector`].
+#[derive(Debug)]
+pub struct ElectorBuilder {
+    store: Store,
+    name: String,
+    candidate: Option<String>,
+    metadata: Option<String>,
+    timing: Timing,
+}
+
+impl ElectorBuilder {
+    /// The candidate id. Default `<hostname>-<pid>-<4 random chars>`.
+    pub fn candidate(mut self, id: impl Into<String>) -> Self {
+        self.candidate = Some(id.into());
+        self
+    }
+
+    /// The metadata published while leading (e.g. this node's address).
+    pub fn metadata(mut self, metadata: impl Into<String>) -> Self {
+        self.metadata = Some(metadata.into());
+        self
+    }
+
+    /// The timings. Default [`Timing::default`].
+    pub fn timing(mut self, timing: Timing) -> Self {
+        self.timing = timing;
+        self
+    }
+
+    /// Validates and starts the campaign loop on the current tokio runtime.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad name, candidate id or metadata.
+    pub fn spawn(self) -> Result<Elector> {
+        validate::name(&self.name)?;
+        let candidate = self
+            .candidate
+            .unwrap_or_else(validate::default_candidate_id);
+        validate::candidate(&candidate)?;
+        if let Some(m) = &self.metadata {
+            validate::metadata(m)?;
+        }
+        let (role_tx, role) = watch::channel(Role::Unknown);
+        let (guard_tx, guard) = watch::channel(None);
+        let (commands, command_rx) = mpsc::channel(16);
+        let task = task::Task {
+            notifications: self.store.backend().subscribe(),
+            store: self.store,
+            name: self.name.clone(),
+            me: candidate.clone(),
+            metadata: self.metadata,
+            timing: self.timing,
+            role: role_tx,
+            guard: guard_tx,
+            commands: command_rx,
+            command_tx: commands.downgrade(),
+            tenure: None,
+            stale_term: None,
+            paused: false,
+        };
+        let handle = tokio::spawn(task.run());
+        Ok(Elector {
+            name: self.name,
+            candidate,
+            role,
+            guard,
+            commands,
+            task: Some(handle),
+        })
+    }
+}
+
+/// A running campaign for one name. See the [module docs](self) for timing and cancel safety.
+#[derive(Debug)]
+pub struct Elector {
+    name: String,
+    candidate: String,
+    role: watch::Receiver<Role>,
+    guard: watch::Receiver<Option<LeaderGuard>>,
+    commands: mpsc::Sender<Command>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Elector {
+    /// Starts configuring an elector for `name` on `store`.
+    pub fn builder(store: Store, name: impl Into<String>) -> ElectorBuilder {
+        ElectorBuilder {
+            store,
+            name: name.into(),
+            candidate: None,
+            metadata: None,
+            timing: Timing::default(),
+        }
+    }
+
+    /// The name campaigned for.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// This elector's candidate id.
+    pub fn candidate(&self) -> &str {
+        &self.candidate
+    }
+
+    /// A watch of this elector's role.
+    pub fn role(&self) -> watch::Receiver<Role> {
+        self.role.clone()
+    }
+
+    /// The guard of the current tenure, if this elector leads now.
+    pub fn current(&self) -> Option<LeaderGuard> {
+        self.guard.borrow().clone().filter(|g| !g.is_lost())
+    }
+
+    /// Waits until this elector leads and returns the guard of that tenure.
+    ///
+    /// # Errors
+    /// [`Error::Shutdown`] if the elector stops first.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: it only waits.
+    pub async fn leader(&self) -> Result<LeaderGuard> {
+        let mut guard = self.guard.clone();
+        loop {
+            if let Some(g) = guard.borrow_and_update().clone().filter(|g| !g.is_lost()) {
+                return Ok(g);
+            }
+            guard.changed().await.map_err(|_| Error::Shutdown)?;
+        }
+    }
+
+    /// Stops campaigning on this node (seed 001's pause): a leader releases at once, a follower
+    /// stops trying. Other nodes are not affected; see [`Store::pause`] for a cluster-wide
+    /// pause.
+    pub async fn pause(&self) -> Result<()> {
+        self.commands
+            .send(Command::Pause)
+            .await
+            .map_err(|_| Error::Shutdown)
+    }
+
+    /// Resumes campaigning on this node.
+    pub async fn resume(&self) -> Result<()> {
+        self.commands
+            .send(Command::Resume)
+            .await
+            .map_err(|_| Error::Shutdown)
+    }
+
+    /// Releases the lease if this elector leads, and stops the loop.
+    ///
+    /// # Cancel safety
+    /// If cancelled, the loop still stops (it sees the dropped handle) and releases.
+    pub async fn shutdown(mut self) {
+        let (reply, done) = oneshot::channel();
+        if self.commands.send(Command::Shutdown { reply }).await.is_ok() {
+            let _ = done.await;
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}

@@ -1,0 +1,313 @@
+//! The campaign loop behind an [`Elector`](super::Elector).
+
+use super::{Command, LeaderGuard, Role};
+use crate::config::Timing;
+use crate::error::Result;
+use crate::model::{Effect, Op};
+use crate::store::{LeaderInfo, Store};
+use crate::Applied;
+use rand::Rng;
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::time::{sleep_until, Instant};
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+/// The tenure this elector believes it holds.
+pub(super) struct Tenure {
+    term: u64,
+    deadline: Instant,
+    token: CancellationToken,
+    /// Fires the guard's signal if the task is dropped (aborted, panicked) while leading.
+    _on_drop: DropGuard,
+}
+
+pub(super) struct Task {
+    pub store: Store,
+    pub name: String,
+    pub me: String,
+    pub metadata: Option<String>,
+    pub timing: Timing,
+    pub role: watch::Sender<Role>,
+    pub guard: watch::Sender<Option<LeaderGuard>>,
+    pub commands: mpsc::Receiver<Command>,
+    pub command_tx: mpsc::WeakSender<Command>,
+    pub notifications: Option<broadcast::Receiver<String>>,
+    pub tenure: Option<Tenure>,
+    /// A term whose belief ended locally (deadline) while the database may still name us: it
+    /// is released, never resumed.
+    pub stale_term: Option<u64>,
+    /// Campaigning paused on this node.
+    pub paused: bool,
+}
+
+impl Task {
+    pub async fn run(mut self) {
+        let mut next = Instant::now();
+        loop {
+            let deadline = self.tenure.as_ref().map(|t| t.deadline);
+            tokio::select! {
+                biased;
+                command = self.commands.recv() => match command {
+                    None => return self.stop().await,
+                    Some(Command::Shutdown { reply }) => {
+                        self.stop().await;
+                        let _ = reply.send(());
+                        return;
+                    }
+                    Some(Command::Release { term, reply }) => {
+                        let current = self.tenure.as_ref().is_some_and(|t| t.term == term);
+                        let result = if current { self.release_current("released").await } else { Ok(()) };
+                        if current {
+                            // Give the others a chance before campaigning again.
+                            next = Instant::now() + self.timing.renew_interval();
+                            self.set_role(Role::Follower { leader: None });
+                        }
+                        let _ = reply.send(result);
+                    }
+                    Some(Command::Pause) => {
+                        self.paused = true;
+                        if self.tenure.is_some() {
+                            let _ = self.release_current("campaigning paused on this node").await;
+                        }
+                        self.set_role(Role::Paused);
+                    }
+                    Some(Command::Resume) => {
+                        if self.paused {
+                            self.paused = false;
+                            next = Instant::now();
+                            self.set_role(Role::Unknown);
+                        }
+                    }
+                },
+                () = sleep_until_some(deadline) => {
+                    self.lose("local deadline passed without a renewal", true);
+                    self.set_role(Role::Unknown);
+                    next = Instant::now();
+                }
+                () = wake_for(&mut self.notifications, &self.name) => {
+                    next = next.min(Instant::now());
+                }
+                () = sleep_until(next), if !self.paused => {
+                    next = self.attempt().await;
+                }
+            }
+        }
+    }
+
+    /// One campaign; returns when to try next.
+    async fn attempt(&mut self) -> Instant {
+        let op = Op::Campaign {
+            candidate: self.me.clone(),
+            ttl_ms: duration_ms(self.timing.ttl()),
+            metadata: self.metadata.clone(),
+        };
+        let (store, name, me, timeout) = (
+            self.store.clone(),
+            self.name.clone(),
+            self.me.clone(),
+            self.timing.db_timeout(),
+        );
+        let sent = Instant::now();
+        let call = async move { store.apply_within(timeout, &name, &op, &me).await };
+        tokio::pin!(call);
+        let result = loop {
+            let deadline = self.tenure.as_ref().map(|t| t.deadline);
+            tokio::select! {
+                result = &mut call => break result,
+                () = sleep_until_some(deadline) => {
+                    self.lose("local deadline passed while the database did not answer", true);
+                    self.set_role(Role::Unknown);
+                }
+            }
+        };
+        let received = Instant::now();
+        match result {
+            Ok(applied) => self.on_answer(applied, sent, received).await,
+            Err(e) => {
+                tracing::warn!(name = %self.name, error = %e, "campaign failed");
+                if self.tenure.is_some() {
+                    // Retry soon: the deadline still runs from the last success.
+                    received + self.timing.renew_interval() / 4
+                } else {
+                    self.set_role(Role::Unknown);
+                    received + self.timing.renew_interval()
+                }
+            }
+        }
+    }
+
+    async fn on_answer(&mut self, applied: Applied, sent: Instant, received: Instant) -> Instant {
+        let Some(lease) = applied.lease.as_ref() else {
+            // A campaign always leaves a row; treat anything else as doubt.
+            self.set_role(Role::Unknown);
+            return received + self.timing.renew_interval();
+        };
+        match &applied.effect {
+            Effect::Acquired { .. } | Effect::Renewed => {
+                let term = lease.term;
+                let deadline = sent + self.timing.belief();
+                if received >= deadline {
+                    self.lose("the database answered after the local deadline", true);
+                    self.stale_term = Some(term);
+                    self.set_role(Role::Unknown);
+                    return received;
+                }
+                if self.tenure.as_ref().is_some_and(|t| t.term != term) {
+                    self.lose("the database reports a different term", true);
+                }
+                if self.tenure.is_none() && self.stale_term == Some(term) {
+                    // Our belief in this term ended; start a fresh term instead of resuming.
+                    let _ = self
+                        .store
+                        .release(&self.name, &self.me, term, Duration::ZERO)
+                        .await;
+                    self.stale_term = None;
+                    return Instant::now();
+                }
+                self.stale_term = None;
+                match &mut self.tenure {
+                    Some(t) => t.deadline = deadline,
+                    None => self.begin(term, deadline, received),
+                }
+                self.set_role(Role::Leader { term, deadline });
+                sent + self.timing.renew_interval()
+            }
+            Effect::SteppedDown(reason) => {
+                self.lose(&format!("stepped down: {reason:?}"), false);
+                self.set_role(Role::Follower { leader: None });
+                received + self.timing.renew_interval()
+            }
+            _ => {
+                let leader = LeaderInfo::from_lease(lease, applied.now);
+                if self.tenure.is_some() {
+                    let why = match &leader {
+                        Some(l) => format!("'{}' leads now (term {})", l.holder, l.term),
+                        None => "demoted".to_string(),
+                    };
+                    self.lose(&why, false);
+                }
+                self.set_role(Role::Follower { leader });
+                let remaining = Duration::from_millis(lease.remaining_ms(applied.now));
+                let wait = if remaining.is_zero() {
+                    self.timing.renew_interval()
+                } else {
+                    (remaining + self.jitter()).min(self.timing.renew_interval())
+                };
+                received + wait
+            }
+        }
+    }
+
+    fn begin(&mut self, term: u64, deadline: Instant, now: Instant) {
+        tracing::info!(name = %self.name, candidate = %self.me, term, "leadership acquired");
+        let token = CancellationToken::new();
+        self.tenure = Some(Tenure {
+            term,
+            deadline,
+            token: token.clone(),
+            _on_drop: token.clone().drop_guard(),
+        });
+        self.guard.send_replace(Some(LeaderGuard {
+            name: self.name.clone(),
+            candidate: self.me.clone(),
+            term,
+            acquired: now,
+            lost: token,
+            commands: self.command_tx.clone(),
+        }));
+    }
+
+    /// Ends the current tenure locally. `stale` marks a loss by deadline, after which the
+    /// database may still name us with this term.
+    fn lose(&mut self, why: &str, stale: bool) {
+        if let Some(t) = self.tenure.take() {
+            tracing::warn!(name = %self.name, candidate = %self.me, term = t.term, why, "leadership lost");
+            t.token.cancel();
+            if stale {
+                self.stale_term = Some(t.term);
+            }
+            self.guard.send_replace(None);
+        }
+    }
+
+    /// Ends the current tenure locally, then releases it in the database.
+    async fn release_current(&mut self, why: &str) -> Result<()> {
+        let Some(term) = self.tenure.as_ref().map(|t| t.term) else {
+            return Ok(());
+        };
+        self.lose(why, false);
+        self.store
+            .apply_within(
+                self.timing.db_timeout(),
+                &self.name,
+                &Op::Release {
+                    candidate: self.me.clone(),
+                    term,
+                    at_least_ms: 0,
+                },
+                &self.me,
+            )
+            .await
+            .map(|_| ())
+    }
+
+    async fn stop(&mut self) {
+        if let Err(e) = self.release_current("elector stopped").await {
+            tracing::warn!(name = %self.name, error = %e, "release on shutdown failed; the lease will expire");
+        }
+        if let Some(term) = self.stale_term.take() {
+            let _ = self
+                .store
+                .release(&self.name, &self.me, term, Duration::ZERO)
+                .await;
+        }
+        self.set_role(Role::Stopped);
+    }
+
+    /// Publishes `role`; watchers are woken only when the variant, term or leader changes, not
+    /// for every renewal.
+    fn set_role(&self, role: Role) {
+        self.role.send_if_modified(|current| {
+            let significant = match (&*current, &role) {
+                (Role::Leader { term: a, .. }, Role::Leader { term: b, .. }) => a != b,
+                (Role::Follower { leader: a }, Role::Follower { leader: b }) => {
+                    a.as_ref().map(|l| (&l.holder, l.term)) != b.as_ref().map(|l| (&l.holder, l.term))
+                }
+                (a, b) => std::mem::discriminant(a) != std::mem::discriminant(b),
+            };
+            *current = role;
+            significant
+        });
+    }
+
+    fn jitter(&self) -> Duration {
+        let max = duration_ms(self.timing.max_jitter());
+        Duration::from_millis(rand::thread_rng().gen_range(0..=max))
+    }
+}
+
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Completes when the database announces a change of `name` (or when announcements were lost).
+async fn wake_for(notifications: &mut Option<broadcast::Receiver<String>>, name: &str) {
+    let Some(rx) = notifications else {
+        return std::future::pending().await;
+    };
+    loop {
+        match rx.recv().await {
+            Ok(changed) if changed == name => return,
+            Ok(_) => {}
+            Err(broadcast::error::RecvError::Lagged(_)) => return,
+            Err(broadcast::error::RecvError::Closed) => return std::future::pending().await,
+        }
+    }
+}
+
+fn duration_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
