@@ -118,7 +118,9 @@ impl TimingBuilder {
             ("db_timeout", db_timeout),
         ] {
             if value.is_zero() {
-                return Err(Error::UnsafeTiming(format!("{what} must be greater than zero")));
+                return Err(Error::UnsafeTiming(format!(
+                    "{what} must be greater than zero"
+                )));
             }
         }
         let sum = renew_interval + db_timeout + safety_margin;

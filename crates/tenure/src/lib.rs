@@ -7,7 +7,9 @@ pub mod model;
 mod store;
 pub mod validate;
 
-pub use backend::{Applied, Backend, BackendKind, HistoryEntry, RedactedUrl, Snapshot, StoreOptions};
+pub use backend::{
+    Applied, Backend, BackendKind, HistoryEntry, RedactedUrl, Snapshot, StoreOptions,
+};
 pub use config::{Timing, TimingBuilder};
 pub use elector::{Elector, ElectorBuilder, LeaderGuard, Role};
 pub use error::{Error, Result};

@@ -238,7 +238,10 @@ impl Store {
 }
 
 /// Runs `fut` with a timeout that turns into [`Error::Timeout`].
-pub(crate) async fn bounded<T>(timeout: Duration, fut: impl Future<Output = Result<T>>) -> Result<T> {
+pub(crate) async fn bounded<T>(
+    timeout: Duration,
+    fut: impl Future<Output = Result<T>>,
+) -> Result<T> {
     match tokio::time::timeout(timeout, fut).await {
         Ok(result) => result,
         Err(_) => Err(Error::Timeout(timeout)),

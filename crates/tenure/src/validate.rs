@@ -111,7 +111,10 @@ mod tests {
         assert!(err.contains("1 to 191 bytes"), "{err}");
         assert!(name("").is_err());
         let err = candidate("a\nb").unwrap_err().to_string();
-        assert!(err.contains("candidate id") && err.contains("control"), "{err}");
+        assert!(
+            err.contains("candidate id") && err.contains("control"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -119,7 +122,14 @@ mod tests {
         for ok in ["tenure_", "_x", "A9_", &format!("a{}", "b".repeat(40))] {
             assert!(table_prefix(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "9a", "a-b", "a b", "a;drop", &format!("a{}", "b".repeat(41))] {
+        for bad in [
+            "",
+            "9a",
+            "a-b",
+            "a b",
+            "a;drop",
+            &format!("a{}", "b".repeat(41)),
+        ] {
             let err = table_prefix(bad).unwrap_err().to_string();
             assert!(err.contains("table prefix"), "{err}");
         }

@@ -139,13 +139,14 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
 /// # Errors
 /// [`Error::BadUrl`](crate::Error::BadUrl), [`Error::Connect`](crate::Error::Connect),
 /// [`Error::SchemaMissing`](crate::Error::SchemaMissing) and database errors.
-pub async fn connect(
-    url: &str,
-    options: &StoreOptions,
-) -> Result<std::sync::Arc<dyn Backend>> {
+pub async fn connect(url: &str, options: &StoreOptions) -> Result<std::sync::Arc<dyn Backend>> {
     use crate::error::Error;
     let redacted = RedactedUrl::new(url);
-    let scheme = url.split(':').next().unwrap_or_default().to_ascii_lowercase();
+    let scheme = url
+        .split(':')
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
     let not_compiled = |backend| Error::BackendNotCompiled {
         url: redacted.to_string(),
         backend,

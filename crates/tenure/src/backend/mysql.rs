@@ -37,11 +37,12 @@ const SCHEMA: &[&str] = &[
     detail TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
     INDEX {p}history_name_at (name, at)
 ) ENGINE=InnoDB",
-    "CREATE TABLE IF NOT EXISTS {p}schema (version INT NOT NULL) ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS {p}schema (version BIGINT NOT NULL) ENGINE=InnoDB",
 ];
 
 fn dialect() -> Dialect {
     Dialect {
+        text: |col| format!("CONVERT({col} USING utf8mb4)"),
         param: |_| "?".to_string(),
         to_us: |col| format!("TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {col})"),
         from_us: |param| format!("TIMESTAMPADD(MICROSECOND, {param}, '1970-01-01 00:00:00')"),
@@ -114,7 +115,7 @@ impl MySqlBackend {
     ) -> Result<()> {
         use sqlx::Row;
         let lock = format!(
-            "SELECT holder, term FROM {} WHERE name = ? LOCK IN SHARE MODE",
+            "SELECT CONVERT(holder USING utf8mb4) AS holder, term FROM {} WHERE name = ? LOCK IN SHARE MODE",
             self.stmts.lease_table
         );
         let Some(row) = sqlx::query(&lock)

@@ -39,14 +39,17 @@ const SCHEMA: &[&str] = &[
     detail TEXT NOT NULL
 )",
     "CREATE INDEX IF NOT EXISTS {p}history_name_at ON {p}history (name, at)",
-    "CREATE TABLE IF NOT EXISTS {p}schema (version INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS {p}schema (version BIGINT NOT NULL)",
 ];
 
 fn dialect() -> Dialect {
     Dialect {
+        text: |col| col.to_string(),
         param: |n| format!("${n}"),
         to_us: |col| format!("(EXTRACT(EPOCH FROM {col}) * 1000000)::BIGINT"),
-        from_us: |param| format!("(TIMESTAMPTZ 'epoch' + {param}::BIGINT * INTERVAL '1 microsecond')"),
+        from_us: |param| {
+            format!("(TIMESTAMPTZ 'epoch' + {param}::BIGINT * INTERVAL '1 microsecond')")
+        },
         now_us: "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT",
         now_with_lock: true,
         for_update: "FOR UPDATE",
@@ -188,4 +191,8 @@ async fn forward(mut listener: PgListener, out: broadcast::Sender<String>) {
     }
 }
 
-impl_sql_backend!(PostgresBackend, Postgres, crate::backend::BackendKind::Postgres);
+impl_sql_backend!(
+    PostgresBackend,
+    Postgres,
+    crate::backend::BackendKind::Postgres
+);

@@ -9,6 +9,9 @@ use crate::model::{DbTime, Lease};
 pub(crate) struct Dialect {
     /// Positional parameter `n` (1-based): `$1` or `?`.
     pub param: fn(usize) -> String,
+    /// A text column as the driver's plain string type (MySQL reports `utf8mb4_bin` columns
+    /// as binary strings).
+    pub text: fn(&str) -> String,
     /// A timestamp column as microseconds since the epoch (BIGINT).
     pub to_us: fn(&str) -> String,
     /// A microseconds parameter as a timestamp value.
@@ -52,12 +55,17 @@ impl Statements {
         let history = format!("{prefix}history");
         let schema_table = format!("{prefix}schema");
         let p = d.param;
+        let t = d.text;
         let cols = format!(
-            "name, holder, term, {} AS acquired_us, {} AS renewed_us, {} AS expires_us, \
-             ttl_ms, metadata, handover_to, paused",
+            "{} AS name, {} AS holder, term, {} AS acquired_us, {} AS renewed_us, \
+             {} AS expires_us, ttl_ms, {} AS metadata, {} AS handover_to, paused",
+            t("name"),
+            t("holder"),
             (d.to_us)("acquired_at"),
             (d.to_us)("renewed_at"),
             (d.to_us)("expires_at"),
+            t("metadata"),
+            t("handover_to"),
         );
         let select_row = format!("SELECT {cols} FROM {lease} WHERE name = {}", p(1));
         let lock_row = if d.now_with_lock {
@@ -69,13 +77,20 @@ impl Statements {
             format!("{select_row} {}", d.for_update)
         };
         let l_cols = format!(
-            "l.name, l.holder, l.term, {} AS acquired_us, {} AS renewed_us, {} AS expires_us, \
-             l.ttl_ms, l.metadata, l.handover_to, l.paused",
+            "{} AS name, {} AS holder, l.term, {} AS acquired_us, {} AS renewed_us, \
+             {} AS expires_us, l.ttl_ms, {} AS metadata, {} AS handover_to, l.paused",
+            t("l.name"),
+            t("l.holder"),
             (d.to_us)("l.acquired_at"),
             (d.to_us)("l.renewed_at"),
             (d.to_us)("l.expires_at"),
+            t("l.metadata"),
+            t("l.handover_to"),
         );
-        let clock_join = format!("SELECT {} AS now_us, {l_cols} FROM (SELECT 1 AS one) d", d.now_us);
+        let clock_join = format!(
+            "SELECT {} AS now_us, {l_cols} FROM (SELECT 1 AS one) d",
+            d.now_us
+        );
         Statements {
             lock_row,
             now: format!("SELECT {} AS now_us", d.now_us),
@@ -96,20 +111,21 @@ impl Statements {
                 p(9),
                 p(10)
             ),
+            // Parameters in binding order (`?` is positional): the row's values, then the name.
             update_row: format!(
                 "UPDATE {lease} SET holder = {}, term = {}, acquired_at = {}, renewed_at = {}, \
                  expires_at = {}, ttl_ms = {}, metadata = {}, handover_to = {}, paused = {} \
                  WHERE name = {}",
+                p(1),
                 p(2),
-                p(3),
+                (d.from_us)(&p(3)),
                 (d.from_us)(&p(4)),
                 (d.from_us)(&p(5)),
-                (d.from_us)(&p(6)),
+                p(6),
                 p(7),
                 p(8),
                 p(9),
-                p(10),
-                p(1)
+                p(10)
             ),
             insert_history: format!(
                 "INSERT INTO {history} (name, term, holder, event, at, actor, detail) \
@@ -128,9 +144,13 @@ impl Statements {
                 (d.from_us)(&p(2))
             ),
             history: format!(
-                "SELECT id, name, term, holder, event, {} AS at_us, actor, detail FROM {history} \
-                 WHERE name = {} ORDER BY id DESC LIMIT {}",
+                "SELECT id, {} AS name, term, {} AS holder, event, {} AS at_us, {} AS actor, \
+                 {} AS detail FROM {history} WHERE name = {} ORDER BY id DESC LIMIT {}",
+                t("name"),
+                t("holder"),
                 (d.to_us)("at"),
+                t("actor"),
+                t("detail"),
                 p(1),
                 p(2)
             ),
@@ -311,13 +331,12 @@ macro_rules! impl_sql_backend {
                 };
                 let decision = $crate::model::decide(now, name, current.as_ref(), op);
                 if let (true, Some(lease)) = (decision.write, &decision.lease) {
-                    let statement = if current.is_some() {
-                        &s.update_row
+                    let query = if current.is_some() {
+                        sqlx::query(&s.update_row)
                     } else {
-                        &s.insert_row
+                        sqlx::query(&s.insert_row).bind(&lease.name)
                     };
-                    sqlx::query(statement)
-                        .bind(&lease.name)
+                    let query = query
                         .bind(&lease.holder)
                         .bind(lease.term as i64)
                         .bind(lease.acquired_at.0)
@@ -326,9 +345,13 @@ macro_rules! impl_sql_backend {
                         .bind(lease.ttl_ms as i64)
                         .bind(&lease.metadata)
                         .bind(&lease.handover_to)
-                        .bind(lease.paused)
-                        .execute(&mut *tx)
-                        .await?;
+                        .bind(lease.paused);
+                    let query = if current.is_some() {
+                        query.bind(&lease.name)
+                    } else {
+                        query
+                    };
+                    query.execute(&mut *tx).await?;
                 }
                 if let Some(event) = &decision.event {
                     if let Some(keep) = self.retention_us {

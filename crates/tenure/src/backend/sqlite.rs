@@ -41,11 +41,12 @@ const SCHEMA: &[&str] = &[
     detail TEXT NOT NULL
 )",
     "CREATE INDEX IF NOT EXISTS {p}history_name_at ON {p}history (name, at)",
-    "CREATE TABLE IF NOT EXISTS {p}schema (version INTEGER NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS {p}schema (version BIGINT NOT NULL)",
 ];
 
 fn dialect() -> Dialect {
     Dialect {
+        text: |col| col.to_string(),
         param: |_| "?".to_string(),
         to_us: |col| {
             format!("(CAST(ROUND((julianday({col}) - 2440587.5) * 86400000.0) AS INTEGER) * 1000)")
@@ -91,7 +92,11 @@ impl SqliteBackend {
         let in_memory = url.contains(":memory:") || url.contains("mode=memory");
         let pool = SqlitePoolOptions::new()
             // Each connection to `:memory:` would be its own database.
-            .max_connections(if in_memory { 1 } else { options.max_connections })
+            .max_connections(if in_memory {
+                1
+            } else {
+                options.max_connections
+            })
             .acquire_timeout(options.timeout)
             .connect_with(connect)
             .await

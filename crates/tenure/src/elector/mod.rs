@@ -214,13 +214,29 @@ impl Elector {
             .map_err(|_| Error::Shutdown)
     }
 
+    /// Stops the loop at once *without* releasing, as a crash would: the current guard's
+    /// signal fires now and the lease expires by itself after its ttl.
+    pub fn abort(mut self) {
+        if let Some(guard) = self.guard.borrow().as_ref() {
+            guard.lost.cancel();
+        }
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+
     /// Releases the lease if this elector leads, and stops the loop.
     ///
     /// # Cancel safety
     /// If cancelled, the loop still stops (it sees the dropped handle) and releases.
     pub async fn shutdown(mut self) {
         let (reply, done) = oneshot::channel();
-        if self.commands.send(Command::Shutdown { reply }).await.is_ok() {
+        if self
+            .commands
+            .send(Command::Shutdown { reply })
+            .await
+            .is_ok()
+        {
             let _ = done.await;
         }
         if let Some(task) = self.task.take() {

@@ -271,7 +271,8 @@ impl Task {
             let significant = match (&*current, &role) {
                 (Role::Leader { term: a, .. }, Role::Leader { term: b, .. }) => a != b,
                 (Role::Follower { leader: a }, Role::Follower { leader: b }) => {
-                    a.as_ref().map(|l| (&l.holder, l.term)) != b.as_ref().map(|l| (&l.holder, l.term))
+                    a.as_ref().map(|l| (&l.holder, l.term))
+                        != b.as_ref().map(|l| (&l.holder, l.term))
                 }
                 (a, b) => std::mem::discriminant(a) != std::mem::discriminant(b),
             };

@@ -250,12 +250,7 @@ pub fn decide(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Deci
         } => match current {
             Some(row) if row.holder.as_deref() == Some(candidate) && row.term == *term => {
                 let lease = vacate(row, now, *at_least_ms);
-                changed(
-                    lease,
-                    EventKind::Released,
-                    String::new(),
-                    Effect::Released,
-                )
+                changed(lease, EventKind::Released, String::new(), Effect::Released)
             }
             _ => unchanged(Effect::NotHolder),
         },

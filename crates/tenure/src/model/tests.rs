@@ -1,0 +1,975 @@
+//! Unit tests of [`decide`]: one or a few per row of DESIGN.md's operations table, with no IO,
+//! and a property test over random sequences of operations and clock steps.
+
+use super::*;
+use proptest::prelude::*;
+use std::collections::HashMap;
+
+const NAME: &str = "billing-cron";
+/// An arbitrary database instant, in microseconds.
+const BASE: i64 = 1_700_000_000_000_000;
+
+/// `BASE` plus `ms` milliseconds.
+fn at(ms: i64) -> DbTime {
+    DbTime(BASE + ms * 1000)
+}
+
+fn campaign(candidate: &str, ttl_ms: u64) -> Op {
+    Op::Campaign {
+        candidate: candidate.to_string(),
+        ttl_ms,
+        metadata: None,
+    }
+}
+
+fn campaign_with(candidate: &str, ttl_ms: u64, metadata: &str) -> Op {
+    Op::Campaign {
+        candidate: candidate.to_string(),
+        ttl_ms,
+        metadata: Some(metadata.to_string()),
+    }
+}
+
+fn release(candidate: &str, term: u64, at_least_ms: u64) -> Op {
+    Op::Release {
+        candidate: candidate.to_string(),
+        term,
+        at_least_ms,
+    }
+}
+
+fn handover(to: &str, immediate: bool) -> Op {
+    Op::Handover {
+        to: to.to_string(),
+        immediate,
+    }
+}
+
+/// A row held by `holder` in `term`, acquired at `acquired` ms with a ttl of `ttl_ms`, last
+/// renewed at `renewed` ms (so it expires at `renewed + ttl_ms`).
+fn held(holder: &str, term: u64, acquired: i64, renewed: i64, ttl_ms: u64) -> Lease {
+    Lease {
+        name: NAME.to_string(),
+        holder: Some(holder.to_string()),
+        term,
+        acquired_at: at(acquired),
+        renewed_at: at(renewed),
+        expires_at: at(renewed).plus_ms(ttl_ms),
+        ttl_ms,
+        metadata: Some("10.0.0.1:8080".to_string()),
+        handover_to: None,
+        paused: false,
+    }
+}
+
+/// `held(..)` after a release: no holder, blocked until `expires` ms.
+fn vacant(term: u64, acquired: i64, expires: i64, ttl_ms: u64) -> Lease {
+    Lease {
+        holder: None,
+        expires_at: at(expires),
+        ..held("gone", term, acquired, acquired, ttl_ms)
+    }
+}
+
+fn event(kind: EventKind, term: u64, holder: Option<&str>) -> (EventKind, u64, Option<String>) {
+    (kind, term, holder.map(str::to_string))
+}
+
+/// The event of `d` without its free-text detail.
+fn event_of(d: &Decision) -> Option<(EventKind, u64, Option<String>)> {
+    d.event.as_ref().map(|e| (e.kind, e.term, e.holder.clone()))
+}
+
+/// Asserts that `d` changed nothing: same row, no write, no event, and `effect`.
+fn assert_unchanged(d: &Decision, current: Option<&Lease>, effect: Effect) {
+    assert_eq!(d.effect, effect, "{d:?}");
+    assert_eq!(d.lease.as_ref(), current, "{d:?}");
+    assert!(!d.write, "{d:?}");
+    assert_eq!(d.event, None, "{d:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// campaign
+
+#[test]
+fn campaign_on_unknown_name_creates_term_1() {
+    let now = at(0);
+    let d = decide(now, NAME, None, &campaign_with("a", 10_000, "addr-a"));
+    assert_eq!(
+        d.effect,
+        Effect::Acquired {
+            took_over_from: None
+        }
+    );
+    assert!(d.write);
+    assert_eq!(
+        d.lease,
+        Some(Lease {
+            name: NAME.to_string(),
+            holder: Some("a".to_string()),
+            term: 1,
+            acquired_at: now,
+            renewed_at: now,
+            expires_at: at(10_000),
+            ttl_ms: 10_000,
+            metadata: Some("addr-a".to_string()),
+            handover_to: None,
+            paused: false,
+        })
+    );
+    assert_eq!(event_of(&d), Some(event(EventKind::Acquired, 1, Some("a"))));
+    assert_eq!(d.lease.unwrap().live_holder(now), Some("a"));
+}
+
+#[test]
+fn renew_keeps_term_and_extends_expiry_from_now() {
+    let row = held("a", 5, 0, 1_000, 10_000); // expires at 11 s
+    let now = at(3_000);
+    let d = decide(
+        now,
+        NAME,
+        Some(&row),
+        &campaign_with("a", 20_000, "new-addr"),
+    );
+    assert_eq!(d.effect, Effect::Renewed);
+    assert!(d.write);
+    // Renewals are not history.
+    assert_eq!(d.event, None);
+    let expected = Lease {
+        renewed_at: now,
+        expires_at: at(23_000),
+        ttl_ms: 20_000,
+        metadata: Some("new-addr".to_string()),
+        ..row.clone()
+    };
+    assert_eq!(d.lease, Some(expected));
+    let lease = d.lease.unwrap();
+    assert_eq!(lease.term, 5);
+    assert_eq!(lease.acquired_at, at(0));
+    assert_eq!(lease.remaining_ms(now), 20_000);
+
+    // A shorter ttl shortens the lease: it is always counted from now.
+    let d = decide(now, NAME, Some(&row), &campaign("a", 1));
+    assert_eq!(d.effect, Effect::Renewed);
+    let lease = d.lease.unwrap();
+    assert_eq!(lease.expires_at, at(3_001));
+    assert_eq!(lease.metadata, None);
+}
+
+#[test]
+fn renew_just_before_expiry_and_reacquire_at_expiry() {
+    let row = held("a", 5, 0, 0, 10_000);
+    // One microsecond before the expiry the holder still renews its own term.
+    let now = DbTime(at(10_000).0 - 1);
+    let d = decide(now, NAME, Some(&row), &campaign("a", 10_000));
+    assert_eq!(d.effect, Effect::Renewed);
+    assert_eq!(d.lease.as_ref().unwrap().term, 5);
+    // At the expiry (expires_at <= now) the lease is over: the same candidate starts a new
+    // tenure with a new term, as a takeover of its own expired lease.
+    let now = at(10_000);
+    let d = decide(now, NAME, Some(&row), &campaign("a", 10_000));
+    assert_eq!(
+        d.effect,
+        Effect::Acquired {
+            took_over_from: Some("a".to_string())
+        }
+    );
+    let lease = d.lease.clone().unwrap();
+    assert_eq!(lease.term, 6);
+    assert_eq!(lease.acquired_at, now);
+    assert_eq!(
+        event_of(&d),
+        Some(event(EventKind::TakenOverExpired, 6, Some("a")))
+    );
+}
+
+#[test]
+fn renew_by_handover_target_clears_handover() {
+    // An immediate handover installed b; a graceful one to b may still be recorded.
+    let row = Lease {
+        handover_to: Some("b".to_string()),
+        ..held("b", 5, 0, 0, 10_000)
+    };
+    let d = decide(at(100), NAME, Some(&row), &campaign("b", 10_000));
+    assert_eq!(d.effect, Effect::Renewed);
+    let lease = d.lease.unwrap();
+    assert_eq!(lease.handover_to, None);
+    assert_eq!(lease.holder.as_deref(), Some("b"));
+    assert_eq!(lease.term, 5);
+}
+
+#[test]
+fn holder_steps_down_on_pause() {
+    let row = Lease {
+        paused: true,
+        ..held("a", 5, 0, 0, 10_000)
+    };
+    let now = at(2_500);
+    let d = decide(now, NAME, Some(&row), &campaign("a", 10_000));
+    assert_eq!(d.effect, Effect::SteppedDown(StepDownReason::Paused));
+    assert!(d.write);
+    assert_eq!(
+        d.lease,
+        Some(Lease {
+            holder: None,
+            expires_at: now,
+            ..row.clone()
+        })
+    );
+    assert_eq!(event_of(&d), Some(event(EventKind::Released, 5, None)));
+    // Nobody acquires while paused, not even the old holder.
+    let after = d.lease.unwrap();
+    for c in ["a", "b"] {
+        let d = decide(at(3_000), NAME, Some(&after), &campaign(c, 10_000));
+        assert_unchanged(&d, Some(&after), Effect::Unavailable);
+    }
+}
+
+#[test]
+fn holder_steps_down_on_handover_to_someone_else() {
+    let row = Lease {
+        handover_to: Some("b".to_string()),
+        ..held("a", 5, 0, 0, 10_000)
+    };
+    let now = at(2_500);
+    let d = decide(now, NAME, Some(&row), &campaign("a", 10_000));
+    assert_eq!(
+        d.effect,
+        Effect::SteppedDown(StepDownReason::HandoverTo("b".to_string()))
+    );
+    assert!(d.write);
+    let after = d.lease.clone().unwrap();
+    assert_eq!(
+        after,
+        Lease {
+            holder: None,
+            expires_at: now,
+            ..row.clone()
+        }
+    );
+    assert_eq!(after.handover_to.as_deref(), Some("b"));
+    assert_eq!(event_of(&d), Some(event(EventKind::Released, 5, None)));
+
+    // The target may acquire at once, with the next term.
+    let d = decide(now, NAME, Some(&after), &campaign("b", 10_000));
+    assert_eq!(
+        d.effect,
+        Effect::Acquired {
+            took_over_from: None
+        }
+    );
+    let lease = d.lease.clone().unwrap();
+    assert_eq!((lease.holder.as_deref(), lease.term), (Some("b"), 6));
+    assert_eq!(lease.handover_to, None);
+    assert_eq!(event_of(&d), Some(event(EventKind::Acquired, 6, Some("b"))));
+    assert_eq!(d.event.unwrap().detail, "by handover");
+}
+
+#[test]
+fn acquire_after_expiry_raises_term_by_one() {
+    let row = held("a", 41, 0, 5_000, 10_000); // expires at 15 s
+    for now in [at(15_000), at(15_001), at(3_600_000)] {
+        let d = decide(now, NAME, Some(&row), &campaign_with("b", 20, "addr-b"));
+        assert_eq!(
+            d.effect,
+            Effect::Acquired {
+                took_over_from: Some("a".to_string())
+            }
+        );
+        assert!(d.write);
+        assert_eq!(
+            d.lease,
+            Some(Lease {
+                name: NAME.to_string(),
+                holder: Some("b".to_string()),
+                term: 42,
+                acquired_at: now,
+                renewed_at: now,
+                expires_at: now.plus_ms(20),
+                ttl_ms: 20,
+                metadata: Some("addr-b".to_string()),
+                handover_to: None,
+                paused: false,
+            })
+        );
+        assert_eq!(
+            event_of(&d),
+            Some(event(EventKind::TakenOverExpired, 42, Some("b")))
+        );
+        assert!(d.event.unwrap().detail.contains("'a' (term 41)"));
+    }
+}
+
+#[test]
+fn acquire_of_released_lease_is_plain_acquired() {
+    let row = vacant(7, 0, 1_000, 10_000);
+    let d = decide(at(1_000), NAME, Some(&row), &campaign("c", 10_000));
+    assert_eq!(
+        d.effect,
+        Effect::Acquired {
+            took_over_from: None
+        }
+    );
+    assert_eq!(event_of(&d), Some(event(EventKind::Acquired, 8, Some("c"))));
+    assert_eq!(d.event.unwrap().detail, "");
+}
+
+#[test]
+fn no_acquire_while_live() {
+    let row = held("a", 3, 0, 0, 10_000);
+    for now in [at(0), at(5_000), DbTime(at(10_000).0 - 1)] {
+        let d = decide(now, NAME, Some(&row), &campaign("b", 10_000));
+        assert_unchanged(&d, Some(&row), Effect::Unavailable);
+    }
+}
+
+#[test]
+fn no_acquire_during_lock_delay() {
+    // Released with at_least, or demoted: vacant but blocked until expires_at.
+    let row = vacant(3, 0, 8_000, 10_000);
+    let d = decide(at(7_999), NAME, Some(&row), &campaign("b", 10_000));
+    assert_unchanged(&d, Some(&row), Effect::Unavailable);
+    let d = decide(at(8_000), NAME, Some(&row), &campaign("b", 10_000));
+    assert_eq!(d.lease.unwrap().term, 4);
+}
+
+#[test]
+fn no_acquire_while_paused() {
+    let expired = Lease {
+        paused: true,
+        ..held("a", 3, 0, 0, 10)
+    };
+    let released = Lease {
+        paused: true,
+        ..vacant(3, 0, 10, 10)
+    };
+    for row in [expired, released] {
+        for c in ["a", "b"] {
+            let d = decide(at(60_000), NAME, Some(&row), &campaign(c, 10_000));
+            assert_unchanged(&d, Some(&row), Effect::Unavailable);
+        }
+    }
+}
+
+#[test]
+fn handover_reserves_the_lease_for_one_ttl() {
+    // Stepped down for b at 2 s; ttl 10 s: reserved for b until 12 s.
+    let row = Lease {
+        handover_to: Some("b".to_string()),
+        ..vacant(5, 0, 2_000, 10_000)
+    };
+    for now in [at(2_000), at(5_000), DbTime(at(12_000).0 - 1)] {
+        let d = decide(now, NAME, Some(&row), &campaign("c", 10_000));
+        assert_unchanged(&d, Some(&row), Effect::Unavailable);
+        // The target may acquire at once.
+        let d = decide(now, NAME, Some(&row), &campaign("b", 10_000));
+        assert_eq!(
+            d.effect,
+            Effect::Acquired {
+                took_over_from: None
+            }
+        );
+        assert_eq!(d.lease.unwrap().term, 6);
+    }
+    // Lapsed: anyone may acquire, and the reservation is cleared.
+    let d = decide(at(12_000), NAME, Some(&row), &campaign("c", 30));
+    assert_eq!(
+        d.effect,
+        Effect::Acquired {
+            took_over_from: None
+        }
+    );
+    let lease = d.lease.clone().unwrap();
+    assert_eq!((lease.holder.as_deref(), lease.term), (Some("c"), 6));
+    assert_eq!(lease.handover_to, None);
+    assert_eq!(event_of(&d), Some(event(EventKind::Acquired, 6, Some("c"))));
+    assert_eq!(d.event.unwrap().detail, "");
+}
+
+#[test]
+fn handover_to_a_crashed_holders_successor_waits_one_ttl_after_expiry() {
+    // a never renewed again (crashed) after a handover to b was requested.
+    let row = Lease {
+        handover_to: Some("b".to_string()),
+        ..held("a", 5, 0, 0, 1_000)
+    };
+    let d = decide(at(1_500), NAME, Some(&row), &campaign("c", 1_000));
+    assert_unchanged(&d, Some(&row), Effect::Unavailable);
+    let d = decide(at(1_000), NAME, Some(&row), &campaign("b", 1_000));
+    assert_eq!(
+        d.effect,
+        Effect::Acquired {
+            took_over_from: Some("a".to_string())
+        }
+    );
+    let d = decide(at(2_000), NAME, Some(&row), &campaign("c", 1_000));
+    assert_eq!(
+        d.effect,
+        Effect::Acquired {
+            took_over_from: Some("a".to_string())
+        }
+    );
+    assert_eq!(
+        event_of(&d),
+        Some(event(EventKind::TakenOverExpired, 6, Some("c")))
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// release
+
+#[test]
+fn release_by_holder_with_matching_term() {
+    let row = held("a", 5, 1_000, 4_000, 10_000);
+    let now = at(5_000);
+    let d = decide(now, NAME, Some(&row), &release("a", 5, 0));
+    assert_eq!(d.effect, Effect::Released);
+    assert!(d.write);
+    assert_eq!(
+        d.lease,
+        Some(Lease {
+            holder: None,
+            expires_at: now,
+            ..row.clone()
+        })
+    );
+    assert_eq!(event_of(&d), Some(event(EventKind::Released, 5, None)));
+    // Somebody else may start at once.
+    let after = d.lease.unwrap();
+    let d = decide(now, NAME, Some(&after), &campaign("b", 10_000));
+    assert_eq!(d.lease.unwrap().term, 6);
+}
+
+#[test]
+fn release_at_least_keeps_the_lease_blocked() {
+    let row = held("a", 5, 1_000, 4_000, 10_000);
+    let now = at(5_000);
+    // acquired_at + at_least in the future: blocked until then.
+    let d = decide(now, NAME, Some(&row), &release("a", 5, 30_000));
+    assert_eq!(d.effect, Effect::Released);
+    let after = d.lease.unwrap();
+    assert_eq!(after.expires_at, at(31_000));
+    assert_eq!(after.holder, None);
+    let d = decide(at(30_999), NAME, Some(&after), &campaign("b", 10_000));
+    assert_unchanged(&d, Some(&after), Effect::Unavailable);
+    let d = decide(at(31_000), NAME, Some(&after), &campaign("b", 10_000));
+    assert_eq!(d.lease.unwrap().term, 6);
+    // acquired_at + at_least already past: now.
+    let d = decide(now, NAME, Some(&row), &release("a", 5, 3_000));
+    assert_eq!(d.lease.unwrap().expires_at, now);
+    // Exactly now.
+    let d = decide(now, NAME, Some(&row), &release("a", 5, 4_000));
+    assert_eq!(d.lease.unwrap().expires_at, now);
+}
+
+#[test]
+fn release_of_an_expired_but_untaken_lease() {
+    let row = held("a", 5, 0, 0, 10);
+    let now = at(1_000);
+    let d = decide(now, NAME, Some(&row), &release("a", 5, 0));
+    assert_eq!(d.effect, Effect::Released);
+    assert_eq!(d.lease.unwrap().expires_at, now);
+}
+
+#[test]
+fn stale_release_changes_nothing() {
+    let row = held("a", 5, 0, 0, 10_000);
+    let now = at(1_000);
+    for op in [
+        release("a", 4, 0),
+        release("a", 6, 0),
+        release("b", 5, 0),
+        release("b", 4, 30_000),
+    ] {
+        let d = decide(now, NAME, Some(&row), &op);
+        assert_unchanged(&d, Some(&row), Effect::NotHolder);
+    }
+    // A vacant row has no holder to release.
+    let row = vacant(5, 0, 0, 10_000);
+    let d = decide(now, NAME, Some(&row), &release("gone", 5, 0));
+    assert_unchanged(&d, Some(&row), Effect::NotHolder);
+    // Nor does an unknown name, and nothing is created.
+    let d = decide(now, NAME, None, &release("a", 0, 0));
+    assert_unchanged(&d, None, Effect::NotHolder);
+}
+
+#[test]
+fn stale_release_never_touches_a_successor() {
+    // a held term 5 and expired; b took over with term 6; a's late release must not count.
+    let row = held("a", 5, 0, 0, 10);
+    let d = decide(at(100), NAME, Some(&row), &campaign("b", 10_000));
+    let successor = d.lease.unwrap();
+    assert_eq!(successor.term, 6);
+    let d = decide(at(200), NAME, Some(&successor), &release("a", 5, 0));
+    assert_unchanged(&d, Some(&successor), Effect::NotHolder);
+    // Even when a itself re-acquired with term 6, a release of term 5 is stale.
+    let d = decide(at(100), NAME, Some(&row), &campaign("a", 10_000));
+    let again = d.lease.unwrap();
+    assert_eq!(again.term, 6);
+    let d = decide(at(200), NAME, Some(&again), &release("a", 5, 0));
+    assert_unchanged(&d, Some(&again), Effect::NotHolder);
+}
+
+// ---------------------------------------------------------------------------------------------
+// demote
+
+#[test]
+fn demote_keeps_expiry_as_lock_delay() {
+    let row = held("a", 5, 0, 1_000, 10_000); // expires at 11 s
+    let now = at(2_000);
+    let d = decide(now, NAME, Some(&row), &Op::Demote { immediate: false });
+    assert_eq!(d.effect, Effect::Demoted);
+    assert!(d.write);
+    assert_eq!(
+        d.lease,
+        Some(Lease {
+            holder: None,
+            ..row.clone()
+        })
+    );
+    assert_eq!(event_of(&d), Some(event(EventKind::Demoted, 5, None)));
+    assert!(d.event.unwrap().detail.contains("a demoted"));
+    let after = d.lease.unwrap();
+    assert_eq!(after.expires_at, at(11_000));
+    // Nobody starts before the old expiry, not even the old holder...
+    for c in ["a", "b"] {
+        let d = decide(at(10_999), NAME, Some(&after), &campaign(c, 10_000));
+        assert_unchanged(&d, Some(&after), Effect::Unavailable);
+    }
+    // ...whose renew fails: it no longer holds the lease.
+    let d = decide(at(11_000), NAME, Some(&after), &campaign("b", 10_000));
+    assert_eq!(
+        d.effect,
+        Effect::Acquired {
+            took_over_from: None
+        }
+    );
+    assert_eq!(d.lease.unwrap().term, 6);
+    // A stale release of the demoted term changes nothing.
+    let d = decide(at(3_000), NAME, Some(&after), &release("a", 5, 0));
+    assert_unchanged(&d, Some(&after), Effect::NotHolder);
+}
+
+#[test]
+fn immediate_demote_ends_the_lease_now() {
+    let row = held("a", 5, 0, 1_000, 10_000);
+    let now = at(2_000);
+    let d = decide(now, NAME, Some(&row), &Op::Demote { immediate: true });
+    assert_eq!(d.effect, Effect::Demoted);
+    assert_eq!(
+        d.lease,
+        Some(Lease {
+            holder: None,
+            expires_at: now,
+            ..row.clone()
+        })
+    );
+    assert_eq!(event_of(&d), Some(event(EventKind::Demoted, 5, None)));
+    assert!(d.event.unwrap().detail.contains("unsafe"));
+    let after = d.lease.unwrap();
+    let d = decide(now, NAME, Some(&after), &campaign("b", 10_000));
+    assert_eq!(d.lease.unwrap().term, 6);
+
+    // An already expired holder: expires_at = min(expires_at, now) keeps the old expiry.
+    let expired = held("a", 5, 0, 0, 10);
+    let d = decide(
+        at(500),
+        NAME,
+        Some(&expired),
+        &Op::Demote { immediate: true },
+    );
+    assert_eq!(d.effect, Effect::Demoted);
+    let lease = d.lease.unwrap();
+    assert_eq!(lease.expires_at, at(10));
+    assert_eq!(lease.holder, None);
+}
+
+#[test]
+fn demote_of_a_vacant_lease() {
+    // Nothing held and nothing blocked: no change.
+    let free = vacant(5, 0, 1_000, 10_000);
+    for immediate in [false, true] {
+        let d = decide(at(2_000), NAME, Some(&free), &Op::Demote { immediate });
+        assert_unchanged(&d, Some(&free), Effect::NoChange);
+    }
+    // In a lock-delay: a plain demote keeps it, an immediate one cuts it short.
+    let blocked = vacant(5, 0, 30_000, 10_000);
+    let d = decide(
+        at(2_000),
+        NAME,
+        Some(&blocked),
+        &Op::Demote { immediate: false },
+    );
+    assert_unchanged(&d, Some(&blocked), Effect::NoChange);
+    let d = decide(
+        at(2_000),
+        NAME,
+        Some(&blocked),
+        &Op::Demote { immediate: true },
+    );
+    assert_eq!(d.effect, Effect::Demoted);
+    assert_eq!(d.lease.as_ref().unwrap().expires_at, at(2_000));
+    assert_eq!(event_of(&d), Some(event(EventKind::Demoted, 5, None)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// handover
+
+#[test]
+fn graceful_handover_of_a_live_lease() {
+    let row = held("a", 5, 0, 1_000, 10_000);
+    let now = at(2_000);
+    let d = decide(now, NAME, Some(&row), &handover("b", false));
+    assert_eq!(d.effect, Effect::HandoverRequested);
+    assert!(d.write);
+    assert_eq!(
+        d.lease,
+        Some(Lease {
+            handover_to: Some("b".to_string()),
+            ..row.clone()
+        })
+    );
+    assert_eq!(
+        event_of(&d),
+        Some(event(EventKind::HandedOver, 5, Some("a")))
+    );
+    let after = d.lease.unwrap();
+    // The holder still leads until its next renew; b waits for it.
+    assert_eq!(after.live_holder(now), Some("a"));
+    let d = decide(at(2_500), NAME, Some(&after), &campaign("b", 10_000));
+    assert_unchanged(&d, Some(&after), Effect::Unavailable);
+    // Asking again, or for the holder itself, changes nothing.
+    let d = decide(at(2_500), NAME, Some(&after), &handover("b", false));
+    assert_unchanged(&d, Some(&after), Effect::NoChange);
+    let d = decide(at(2_500), NAME, Some(&row), &handover("a", false));
+    assert_unchanged(&d, Some(&row), Effect::NoChange);
+    // A different target replaces the pending one.
+    let d = decide(at(2_500), NAME, Some(&after), &handover("c", false));
+    assert_eq!(d.effect, Effect::HandoverRequested);
+    assert_eq!(d.lease.unwrap().handover_to.as_deref(), Some("c"));
+}
+
+#[test]
+fn graceful_handover_of_a_vacant_lease_counts_from_now() {
+    // Released long ago: the reservation must start now, so b may acquire at once and
+    // others one ttl later.
+    let row = vacant(5, 0, 1_000, 10_000);
+    let now = at(60_000);
+    let d = decide(now, NAME, Some(&row), &handover("b", false));
+    assert_eq!(d.effect, Effect::HandoverRequested);
+    let after = d.lease.clone().unwrap();
+    assert_eq!(
+        after,
+        Lease {
+            handover_to: Some("b".to_string()),
+            expires_at: now,
+            ..row.clone()
+        }
+    );
+    assert_eq!(event_of(&d), Some(event(EventKind::HandedOver, 5, None)));
+    let d = decide(at(69_999), NAME, Some(&after), &campaign("c", 10_000));
+    assert_unchanged(&d, Some(&after), Effect::Unavailable);
+    let d = decide(now, NAME, Some(&after), &campaign("b", 10_000));
+    assert_eq!(d.lease.unwrap().term, 6);
+    let d = decide(at(70_000), NAME, Some(&after), &campaign("c", 10_000));
+    assert_eq!(d.lease.unwrap().term, 6);
+
+    // In a lock-delay the later expiry is kept.
+    let blocked = vacant(5, 0, 90_000, 10_000);
+    let d = decide(now, NAME, Some(&blocked), &handover("b", false));
+    assert_eq!(d.lease.unwrap().expires_at, at(90_000));
+    // An expired holder counts as vacant.
+    let expired = held("a", 5, 0, 0, 10);
+    let d = decide(now, NAME, Some(&expired), &handover("b", false));
+    let lease = d.lease.unwrap();
+    assert_eq!(lease.expires_at, now);
+    assert_eq!(lease.holder.as_deref(), Some("a"));
+}
+
+#[test]
+fn immediate_handover_installs_the_target_with_a_new_term() {
+    let row = Lease {
+        handover_to: Some("c".to_string()),
+        ..held("a", 5, 0, 1_000, 10_000)
+    };
+    let now = at(2_000);
+    let d = decide(now, NAME, Some(&row), &handover("b", true));
+    assert_eq!(d.effect, Effect::Forced);
+    assert!(d.write);
+    assert_eq!(
+        d.lease,
+        Some(Lease {
+            holder: Some("b".to_string()),
+            term: 6,
+            acquired_at: now,
+            renewed_at: now,
+            expires_at: now.plus_ms(10_000),
+            metadata: None,
+            handover_to: None,
+            ..row.clone()
+        })
+    );
+    assert_eq!(event_of(&d), Some(event(EventKind::Forced, 6, Some("b"))));
+    assert!(d.event.unwrap().detail.contains("unsafe"));
+    let after = d.lease.unwrap();
+    // b adopts the term at its next campaign.
+    let d = decide(at(2_100), NAME, Some(&after), &campaign("b", 10_000));
+    assert_eq!(d.effect, Effect::Renewed);
+    assert_eq!(d.lease.unwrap().term, 6);
+    // a's renew fails and its release is stale.
+    let d = decide(at(2_100), NAME, Some(&after), &campaign("a", 10_000));
+    assert_unchanged(&d, Some(&after), Effect::Unavailable);
+    let d = decide(at(2_100), NAME, Some(&after), &release("a", 5, 0));
+    assert_unchanged(&d, Some(&after), Effect::NotHolder);
+    // Forcing the current holder also starts a new term.
+    let d = decide(at(2_100), NAME, Some(&after), &handover("b", true));
+    assert_eq!(d.effect, Effect::Forced);
+    assert_eq!(d.lease.unwrap().term, 7);
+}
+
+// ---------------------------------------------------------------------------------------------
+// pause / resume
+
+#[test]
+fn pause_of_an_unknown_name_creates_a_paused_vacant_row() {
+    let now = at(0);
+    let d = decide(now, NAME, None, &Op::Pause);
+    assert_eq!(d.effect, Effect::Paused);
+    assert!(d.write);
+    assert_eq!(
+        d.lease,
+        Some(Lease {
+            name: NAME.to_string(),
+            holder: None,
+            term: 0,
+            acquired_at: now,
+            renewed_at: now,
+            expires_at: now,
+            ttl_ms: 0,
+            metadata: None,
+            handover_to: None,
+            paused: true,
+        })
+    );
+    assert_eq!(event_of(&d), Some(event(EventKind::Paused, 0, None)));
+    let paused = d.lease.unwrap();
+    let d = decide(at(1), NAME, Some(&paused), &campaign("a", 10_000));
+    assert_unchanged(&d, Some(&paused), Effect::Unavailable);
+    let d = decide(at(1), NAME, Some(&paused), &Op::Pause);
+    assert_unchanged(&d, Some(&paused), Effect::NoChange);
+
+    // Resumed, the first tenure gets term 1.
+    let d = decide(at(2), NAME, Some(&paused), &Op::Resume);
+    assert_eq!(d.effect, Effect::Resumed);
+    let resumed = d.lease.unwrap();
+    let d = decide(at(3), NAME, Some(&resumed), &campaign("a", 10_000));
+    assert_eq!(
+        d.effect,
+        Effect::Acquired {
+            took_over_from: None
+        }
+    );
+    assert_eq!(event_of(&d), Some(event(EventKind::Acquired, 1, Some("a"))));
+}
+
+#[test]
+fn pause_and_resume_of_a_held_lease() {
+    let row = held("a", 5, 0, 0, 10_000);
+    let d = decide(at(1_000), NAME, Some(&row), &Op::Pause);
+    assert_eq!(d.effect, Effect::Paused);
+    assert!(d.write);
+    let paused = d.lease.clone().unwrap();
+    assert_eq!(
+        paused,
+        Lease {
+            paused: true,
+            ..row.clone()
+        }
+    );
+    assert_eq!(event_of(&d), Some(event(EventKind::Paused, 5, Some("a"))));
+    // The holder keeps its lease until its next renew.
+    assert_eq!(paused.live_holder(at(1_000)), Some("a"));
+
+    let d = decide(at(1_500), NAME, Some(&paused), &Op::Resume);
+    assert_eq!(d.effect, Effect::Resumed);
+    assert!(d.write);
+    assert_eq!(d.lease.as_ref(), Some(&row));
+    assert_eq!(event_of(&d), Some(event(EventKind::Resumed, 5, Some("a"))));
+    let d = decide(at(1_500), NAME, Some(&row), &Op::Resume);
+    assert_unchanged(&d, Some(&row), Effect::NoChange);
+}
+
+#[test]
+fn admin_ops_on_an_unknown_name() {
+    for op in [
+        Op::Demote { immediate: false },
+        Op::Demote { immediate: true },
+        handover("b", false),
+        handover("b", true),
+        Op::Resume,
+    ] {
+        let d = decide(at(0), NAME, None, &op);
+        assert_unchanged(&d, None, Effect::UnknownName);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Properties over random sequences.
+
+const CANDIDATES: [&str; 4] = ["a", "b", "c", "d"];
+
+#[derive(Clone, Debug)]
+enum Step {
+    /// Advance the clock by this many milliseconds.
+    Tick(u64),
+    Op(OpSpec),
+}
+
+/// An operation whose release term is relative to the row's term at the time it is applied.
+#[derive(Clone, Debug)]
+enum OpSpec {
+    Campaign(usize, u64),
+    Release(usize, i64, u64),
+    Demote(bool),
+    Handover(usize, bool),
+    Pause,
+    Resume,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    let ttl = prop::sample::select(vec![1u64, 5, 20, 100]);
+    prop_oneof![
+        3 => (0u64..150).prop_map(Step::Tick),
+        5 => (0..3usize, ttl).prop_map(|(c, t)| Step::Op(OpSpec::Campaign(c, t))),
+        2 => (0..3usize, -1i64..=1, prop::sample::select(vec![0u64, 0, 50]))
+            .prop_map(|(c, d, l)| Step::Op(OpSpec::Release(c, d, l))),
+        1 => any::<bool>().prop_map(|i| Step::Op(OpSpec::Demote(i))),
+        1 => (0..4usize, any::<bool>()).prop_map(|(c, i)| Step::Op(OpSpec::Handover(c, i))),
+        1 => Just(Step::Op(OpSpec::Pause)),
+        1 => Just(Step::Op(OpSpec::Resume)),
+    ]
+}
+
+fn to_op(spec: &OpSpec, current: Option<&Lease>) -> Op {
+    let term = current.map_or(0, |l| l.term);
+    match *spec {
+        OpSpec::Campaign(c, ttl_ms) => campaign(CANDIDATES[c], ttl_ms),
+        OpSpec::Release(c, delta, at_least_ms) => release(
+            CANDIDATES[c],
+            term.saturating_add_signed(delta),
+            at_least_ms,
+        ),
+        OpSpec::Demote(immediate) => Op::Demote { immediate },
+        OpSpec::Handover(c, immediate) => handover(CANDIDATES[c], immediate),
+        OpSpec::Pause => Op::Pause,
+        OpSpec::Resume => Op::Resume,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2_000, ..ProptestConfig::default() })]
+
+    /// P1 (terms never decrease; every new tenure raises the term by exactly one), P5 (a stale
+    /// release writes nothing) and at most one believing leader at any instant unless an
+    /// operator used one of the unsafe `immediate` operations.
+    #[test]
+    fn random_sequences_keep_the_invariants(steps in prop::collection::vec(step(), 1..60)) {
+        let mut now = at(0);
+        let mut row: Option<Lease> = None;
+        // Who believes it leads, in which term, until when (its last acquire/renew + ttl).
+        let mut beliefs: HashMap<String, (u64, DbTime)> = HashMap::new();
+        for step in &steps {
+            let spec = match step {
+                Step::Tick(ms) => {
+                    now = now.plus_ms(*ms);
+                    continue;
+                }
+                Step::Op(spec) => spec,
+            };
+            let op = to_op(spec, row.as_ref());
+            let d = decide(now, NAME, row.as_ref(), &op);
+            let before = row.as_ref().map_or(0, |l| l.term);
+            let after = d.lease.as_ref().map_or(0, |l| l.term);
+
+            // The decision is self-consistent.
+            if !d.write {
+                prop_assert_eq!(d.lease.as_ref(), row.as_ref(), "no write but a new row: {:?}", d);
+                prop_assert!(d.event.is_none(), "an event without a write: {:?}", d);
+            } else {
+                prop_assert!(d.lease.is_some());
+                prop_assert!(d.lease.as_ref() != row.as_ref() || matches!(d.effect, Effect::Renewed),
+                    "a write that changes nothing: {:?}", d);
+            }
+            if let (Some(e), Some(l)) = (&d.event, &d.lease) {
+                prop_assert_eq!(e.term, l.term);
+                prop_assert_eq!(&e.holder, &l.holder);
+            }
+            if let Some(l) = &d.lease {
+                prop_assert_eq!(l.name.as_str(), NAME);
+                prop_assert!(l.acquired_at <= l.renewed_at && l.renewed_at <= now, "{:?}", l);
+            }
+            if row.is_some() {
+                prop_assert!(d.lease.is_some(), "a row vanished: {:?}", d);
+            }
+
+            // P1.
+            prop_assert!(after >= before, "term went down from {} to {}: {:?}", before, after, d);
+            match &d.effect {
+                Effect::Acquired { .. } | Effect::Forced => {
+                    prop_assert_eq!(after, before + 1, "{:?}", d);
+                    let l = d.lease.as_ref().unwrap();
+                    prop_assert_eq!(l.acquired_at, now);
+                    prop_assert!(l.holder.is_some());
+                }
+                _ => prop_assert_eq!(after, before, "term changed without a new tenure: {:?}", d),
+            }
+            // P5.
+            if matches!(op, Op::Release { .. }) && d.effect == Effect::NotHolder {
+                prop_assert!(!d.write);
+            }
+
+            // Beliefs: at most one candidate believes it leads at any instant.
+            match (&op, &d.effect) {
+                (Op::Campaign { candidate, ttl_ms, .. }, Effect::Acquired { .. }) => {
+                    for (other, (_, until)) in &beliefs {
+                        prop_assert!(other == candidate || *until <= now,
+                            "{} acquired at {} while {} believes it leads until {}: {:?}",
+                            candidate, now, other, until, steps);
+                    }
+                    beliefs.clear();
+                    beliefs.insert(candidate.clone(), (after, now.plus_ms(*ttl_ms)));
+                }
+                (Op::Campaign { candidate, ttl_ms, .. }, Effect::Renewed) => {
+                    for (other, (_, until)) in &beliefs {
+                        prop_assert!(other == candidate || *until <= now,
+                            "{} renewed at {} while {} believes it leads until {}",
+                            candidate, now, other, until);
+                    }
+                    beliefs.insert(candidate.clone(), (after, now.plus_ms(*ttl_ms)));
+                }
+                (Op::Campaign { candidate, .. }, Effect::SteppedDown(_))
+                | (Op::Release { candidate, .. }, Effect::Released) => {
+                    beliefs.remove(candidate);
+                }
+                // The unsafe operations: the old holder may overlap by design. Forget it.
+                (Op::Demote { immediate: true }, Effect::Demoted) | (_, Effect::Forced) => {
+                    beliefs.clear();
+                }
+                _ => {}
+            }
+            // The row agrees with the beliefs: a live holder that campaigned in its term
+            // is the only believer.
+            if let Some(l) = &d.lease {
+                if let Some(h) = l.live_holder(now) {
+                    for (other, (term, until)) in &beliefs {
+                        if other != h && *until > now {
+                            prop_assert!(false, "{} leads term {} at {} but {} believes in term {} until {}",
+                                h, l.term, now, other, term, until);
+                        }
+                    }
+                }
+            }
+            row = d.lease;
+        }
+    }
+}

@@ -34,7 +34,10 @@ pub fn url_for(kind: BackendKind) -> String {
 
 /// A name no other test uses.
 pub fn unique(prefix: &str) -> String {
-    format!("{prefix}-{}", Alphanumeric.sample_string(&mut rand::thread_rng(), 10))
+    format!(
+        "{prefix}-{}",
+        Alphanumeric.sample_string(&mut rand::thread_rng(), 10)
+    )
 }
 
 pub fn options() -> StoreOptions {

@@ -1,0 +1,287 @@
+//! The elector on one backend: leading, renewing, racing, failover, release, demote, pause.
+
+use crate::common::unique;
+use std::time::Duration;
+use tenure::{BackendKind, Elector, Role, Store, Timing};
+use tokio::time::{timeout, Instant};
+
+/// ttl 1 s: renew every 250 ms, margin 100 ms, database timeout 200 ms.
+fn timing(ttl_ms: u64) -> Timing {
+    Timing::from_ttl(Duration::from_millis(ttl_ms)).unwrap()
+}
+
+fn spawn(store: &Store, name: &str, id: &str, ttl_ms: u64) -> Elector {
+    Elector::builder(store.clone(), name)
+        .candidate(id)
+        .metadata(format!("{id}:8080"))
+        .timing(timing(ttl_ms))
+        .spawn()
+        .unwrap()
+}
+
+/// Which electors believe, right now, that they lead (by their own deadline).
+fn believers(electors: &[Option<Elector>]) -> Vec<(usize, u64)> {
+    let now = Instant::now();
+    electors
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| {
+            let role = e.as_ref()?.role().borrow().clone();
+            match role {
+                Role::Leader { term, deadline } if deadline > now => Some((i, term)),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+async fn wait_for_leader(electors: &[Option<Elector>], within: Duration) -> (usize, u64) {
+    let start = Instant::now();
+    loop {
+        if let Some(&found) = believers(electors).first() {
+            return found;
+        }
+        assert!(start.elapsed() < within, "nobody led within {within:?}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+pub async fn elector_leads_renews_and_releases_on_shutdown(store: Store) {
+    let name = unique("lead");
+    let e = spawn(&store, &name, "a", 1000);
+    let guard = timeout(Duration::from_secs(5), e.leader())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(guard.term(), 1);
+    assert_eq!(guard.candidate(), "a");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert!(
+        !guard.is_lost(),
+        "renewals must keep the tenure alive past several ttls"
+    );
+    let info = store.leader(&name).await.unwrap().expect("a leads");
+    assert_eq!((info.holder.as_str(), info.term), ("a", 1));
+    assert_eq!(info.metadata.as_deref(), Some("a:8080"));
+    e.shutdown().await;
+    assert!(guard.is_lost());
+    assert!(
+        store.leader(&name).await.unwrap().is_none(),
+        "shutdown releases"
+    );
+    assert_eq!(store.history(&name, 1).await.unwrap()[0].event, "released");
+}
+
+/// N electors on one name with churn: at every observation at most one believes it leads, and
+/// the terms seen only go up.
+pub async fn electors_race_with_at_most_one_leader(store: Store) {
+    let name = unique("race");
+    let ids = ["a", "b", "c", "d"];
+    let mut electors: Vec<Option<Elector>> = ids
+        .iter()
+        .map(|id| Some(spawn(&store, &name, id, 600)))
+        .collect();
+    let mut terms_seen = vec![];
+    let start = Instant::now();
+    let mut next_churn = start + Duration::from_millis(500);
+    let mut churns = 0;
+    let mut samples = 0;
+    while start.elapsed() < Duration::from_secs(6) {
+        let now_leading = believers(&electors);
+        samples += 1;
+        assert!(
+            now_leading.len() <= 1,
+            "two believe they lead: {now_leading:?}"
+        );
+        if let Some(&(i, term)) = now_leading.first() {
+            if terms_seen.last() != Some(&term) {
+                assert!(
+                    terms_seen.last().is_none_or(|&t| t < term),
+                    "term went back: {terms_seen:?} then {term}"
+                );
+                terms_seen.push(term);
+            }
+            if Instant::now() >= next_churn {
+                churns += 1;
+                let e = electors[i].take().unwrap();
+                match churns % 3 {
+                    // A crash: no release; the others wait for the expiry.
+                    0 => e.abort(),
+                    // A graceful stop.
+                    1 => e.shutdown().await,
+                    // A release with the elector staying in the race.
+                    _ => {
+                        let guard = e.current();
+                        if let Some(g) = guard {
+                            g.release().await.unwrap();
+                        }
+                        electors[i] = Some(e);
+                    }
+                }
+                if electors[i].is_none() {
+                    electors[i] = Some(spawn(&store, &name, ids[i], 600));
+                }
+                next_churn = Instant::now() + Duration::from_millis(700);
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(3)).await;
+    }
+    assert!(samples > 300, "too few observations: {samples}");
+    assert!(terms_seen.len() >= 4, "too few transitions: {terms_seen:?}");
+    for e in electors.into_iter().flatten() {
+        e.shutdown().await;
+    }
+}
+
+/// P6: the leader's task dies without releasing; a follower leads within ttl + 1 s.
+pub async fn failover_after_crash(store: Store) {
+    let name = unique("failover");
+    let ttl = 1000;
+    let mut electors: Vec<Option<Elector>> = ["a", "b", "c"]
+        .iter()
+        .map(|id| Some(spawn(&store, &name, id, ttl)))
+        .collect();
+    let (i, old_term) = wait_for_leader(&electors, Duration::from_secs(5)).await;
+    let crashed = electors[i].take().unwrap();
+    let guard = crashed.current().unwrap();
+    crashed.abort();
+    assert!(guard.is_lost(), "an aborted elector's guard fires at once");
+    let since = Instant::now();
+    let (j, new_term) = wait_for_leader(&electors, Duration::from_millis(ttl + 1000)).await;
+    assert_ne!(i, j);
+    assert!(new_term > old_term);
+    eprintln!(
+        "{:?}: failover after crash took {:?}",
+        store.backend().kind(),
+        since.elapsed()
+    );
+    for e in electors.into_iter().flatten() {
+        e.shutdown().await;
+    }
+}
+
+/// A graceful release hands over within 100 ms on PostgreSQL (NOTIFY) and within one renew
+/// interval (plus scheduling slack) elsewhere.
+pub async fn graceful_release_is_prompt(store: Store) {
+    let name = unique("graceful");
+    let ttl = 2000;
+    let mut electors: Vec<Option<Elector>> = ["a", "b"]
+        .iter()
+        .map(|id| Some(spawn(&store, &name, id, ttl)))
+        .collect();
+    let (i, old_term) = wait_for_leader(&electors, Duration::from_secs(5)).await;
+    // Let the follower settle into its waiting state.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let leader = electors[i].take().unwrap();
+    let since = Instant::now();
+    leader.shutdown().await;
+    let bound = match store.backend().kind() {
+        BackendKind::Postgres => Duration::from_millis(100),
+        _ => timing(ttl).renew_interval() + Duration::from_millis(150),
+    };
+    let (_, new_term) = wait_for_leader(&electors, bound).await;
+    let took = since.elapsed();
+    assert_eq!(new_term, old_term + 1);
+    eprintln!(
+        "{:?}: graceful handover took {took:?} (bound {bound:?})",
+        store.backend().kind()
+    );
+    for e in electors.into_iter().flatten() {
+        e.shutdown().await;
+    }
+}
+
+/// demote: the leader learns within a renew interval; nobody starts before the old expiry.
+pub async fn demote_reaches_the_leader(store: Store) {
+    let name = unique("demoted");
+    let ttl = 1000;
+    let electors: Vec<Option<Elector>> = ["a", "b"]
+        .iter()
+        .map(|id| Some(spawn(&store, &name, id, ttl)))
+        .collect();
+    let (i, term) = wait_for_leader(&electors, Duration::from_secs(5)).await;
+    let guard = electors[i].as_ref().unwrap().current().unwrap();
+    let demoted = store.demote(&name, false, "op").await.unwrap();
+    let kept_expiry = demoted.lease.unwrap().expires_at;
+    timeout(timing(ttl).renew_interval() * 2, guard.lost())
+        .await
+        .expect("the demoted leader steps down at its next renew");
+    let (_, new_term) = wait_for_leader(&electors, Duration::from_millis(ttl + 1000)).await;
+    assert!(new_term > term);
+    let history = store.history(&name, 1).await.unwrap();
+    assert!(
+        history[0].at >= kept_expiry,
+        "successor started before the lock-delay ended"
+    );
+    for e in electors.into_iter().flatten() {
+        e.shutdown().await;
+    }
+}
+
+/// P1 across restarts of the elector process (same and new candidate ids).
+pub async fn restart_raises_the_term(store: Store) {
+    let name = unique("restart");
+    let mut last = 0;
+    for id in ["a", "a", "b"] {
+        let e = spawn(&store, &name, id, 1000);
+        let guard = timeout(Duration::from_secs(5), e.leader())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(guard.term() > last, "term {} after {last}", guard.term());
+        last = guard.term();
+        e.shutdown().await;
+    }
+    assert_eq!(last, 3);
+}
+
+/// Pausing this node's campaigning hands leadership to another node; resuming rejoins.
+pub async fn local_pause_and_resume(store: Store) {
+    let name = unique("localpause");
+    let a = spawn(&store, &name, "a", 1000);
+    let guard = timeout(Duration::from_secs(5), a.leader())
+        .await
+        .unwrap()
+        .unwrap();
+    let b = spawn(&store, &name, "b", 1000);
+    a.pause().await.unwrap();
+    timeout(Duration::from_secs(1), guard.lost()).await.unwrap();
+    let b_guard = timeout(Duration::from_secs(2), b.leader())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(b_guard.term(), guard.term() + 1);
+    assert_eq!(*a.role().borrow(), Role::Paused);
+    a.resume().await.unwrap();
+    b.shutdown().await;
+    let again = timeout(Duration::from_secs(3), a.leader())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.term(), b_guard.term() + 1);
+    a.shutdown().await;
+}
+
+/// A cluster-wide pause makes the leader step down and keeps everyone out until resumed.
+pub async fn cluster_pause_stops_everyone(store: Store) {
+    let name = unique("clusterpause");
+    let electors: Vec<Option<Elector>> = ["a", "b"]
+        .iter()
+        .map(|id| Some(spawn(&store, &name, id, 1000)))
+        .collect();
+    let (i, term) = wait_for_leader(&electors, Duration::from_secs(5)).await;
+    let guard = electors[i].as_ref().unwrap().current().unwrap();
+    store.pause(&name, "op").await.unwrap();
+    timeout(Duration::from_secs(1), guard.lost()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert!(
+        believers(&electors).is_empty(),
+        "nobody may lead while paused"
+    );
+    store.resume(&name, "op").await.unwrap();
+    let (_, new_term) = wait_for_leader(&electors, Duration::from_secs(2)).await;
+    assert!(new_term > term);
+    for e in electors.into_iter().flatten() {
+        e.shutdown().await;
+    }
+}

@@ -1,0 +1,74 @@
+//! The conformance suite: every test here runs once per backend (SQLite always; PostgreSQL
+//! and MariaDB/MySQL where their servers are, and always under `CI=true`).
+
+#[path = "../common/mod.rs"]
+mod common;
+mod elector;
+mod fence;
+mod ops;
+
+use fence::fence_tests;
+
+macro_rules! conformance {
+    ($backend:ident, $kind:expr, [$($module:ident :: $test:ident),* $(,)?]) => {
+        mod $backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    if let Some(store) = crate::common::store($kind).await {
+                        crate::$module::$test(store).await;
+                    }
+                }
+            )*
+        }
+    };
+}
+
+macro_rules! for_every_backend {
+    ($($tests:tt)*) => {
+        conformance!(sqlite, tenure::BackendKind::Sqlite, $($tests)*);
+        conformance!(postgres, tenure::BackendKind::Postgres, $($tests)*);
+        conformance!(mysql, tenure::BackendKind::MySql, $($tests)*);
+    };
+}
+
+for_every_backend!([
+    ops::acquire_renew_and_leader,
+    ops::release_and_stale_release,
+    ops::release_at_least,
+    ops::stale_renew_leaves_successor,
+    ops::demote_keeps_lock_delay,
+    ops::graceful_handover,
+    ops::handover_reservation_lapses,
+    ops::immediate_handover,
+    ops::pause_and_resume,
+    ops::list_history_and_errors,
+    ops::terms_strictly_increase,
+    elector::elector_leads_renews_and_releases_on_shutdown,
+    elector::electors_race_with_at_most_one_leader,
+    elector::failover_after_crash,
+    elector::graceful_release_is_prompt,
+    elector::demote_reaches_the_leader,
+    elector::restart_raises_the_term,
+    elector::local_pause_and_resume,
+    elector::cluster_pause_stops_everyone,
+]);
+
+fence_tests!(
+    fence_sqlite,
+    tenure::backend::sqlite::SqliteBackend,
+    sqlx::Sqlite,
+    tenure::BackendKind::Sqlite
+);
+fence_tests!(
+    fence_postgres,
+    tenure::backend::postgres::PostgresBackend,
+    sqlx::Postgres,
+    tenure::BackendKind::Postgres
+);
+fence_tests!(
+    fence_mysql,
+    tenure::backend::mysql::MySqlBackend,
+    sqlx::MySql,
+    tenure::BackendKind::MySql
+);
