@@ -221,6 +221,8 @@ impl Task {
     /// database may still name us with this term.
     fn lose(&mut self, why: &str, stale: bool) {
         if let Some(t) = self.tenure.take() {
+            // The role stops saying "leader" before anything else can observe the loss.
+            self.set_role(Role::Unknown);
             tracing::warn!(name = %self.name, candidate = %self.me, term = t.term, why, "leadership lost");
             t.token.cancel();
             if stale {
