@@ -123,6 +123,7 @@ impl ElectorBuilder {
             tenure: None,
             stale_term: None,
             paused: false,
+            not_before: Instant::now(),
         };
         let handle = tokio::spawn(task.run());
         Ok(Elector {

@@ -38,6 +38,8 @@ pub(super) struct Task {
     pub stale_term: Option<u64>,
     /// Campaigning paused on this node.
     pub paused: bool,
+    /// No campaign before this instant (after a voluntary release, whatever wakes us).
+    pub not_before: Instant,
 }
 
 impl Task {
@@ -59,7 +61,7 @@ impl Task {
                         let result = if current { self.release_current("released").await } else { Ok(()) };
                         if current {
                             // Give the others a chance before campaigning again.
-                            next = Instant::now() + self.timing.renew_interval();
+                            self.not_before = Instant::now() + self.timing.renew_interval();
                             self.set_role(Role::Follower { leader: None });
                         }
                         let _ = reply.send(result);
@@ -87,7 +89,7 @@ impl Task {
                 () = wake_for(&mut self.notifications, &self.name) => {
                     next = next.min(Instant::now());
                 }
-                () = sleep_until(next), if !self.paused => {
+                () = sleep_until(next.max(self.not_before)), if !self.paused => {
                     next = self.attempt().await;
                 }
             }

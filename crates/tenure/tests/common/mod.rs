@@ -2,6 +2,8 @@
 //! server is not reachable.
 #![allow(dead_code)]
 
+pub mod memory;
+
 use rand::distributions::{Alphanumeric, DistString};
 use std::time::Duration;
 use tenure::{BackendKind, Store, StoreOptions};

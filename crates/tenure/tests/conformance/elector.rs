@@ -172,15 +172,19 @@ pub async fn graceful_release_is_prompt(store: Store) {
     let (i, old_term) = wait_for_leader(&electors, Duration::from_secs(5)).await;
     // Let the follower settle into its waiting state.
     tokio::time::sleep(Duration::from_millis(700)).await;
-    let leader = electors[i].take().unwrap();
+    let guard = electors[i].as_ref().unwrap().current().unwrap();
     let since = Instant::now();
-    leader.shutdown().await;
+    guard.release().await.unwrap();
     let bound = match store.backend().kind() {
         BackendKind::Postgres => Duration::from_millis(100),
         _ => timing(ttl).renew_interval() + Duration::from_millis(150),
     };
-    let (_, new_term) = wait_for_leader(&electors, bound).await;
+    let (j, new_term) = wait_for_leader(&electors, bound).await;
     let took = since.elapsed();
+    assert_ne!(
+        i, j,
+        "the releasing elector must leave the lease to the follower"
+    );
     assert_eq!(new_term, old_term + 1);
     eprintln!(
         "{:?}: graceful handover took {took:?} (bound {bound:?})",

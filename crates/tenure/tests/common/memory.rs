@@ -1,0 +1,128 @@
+//! An in-memory backend for timing tests: it runs the same model, with a database clock that
+//! follows tokio's clock (so paused time moves it), and knobs to delay, hang or stall answers.
+
+use async_trait::async_trait;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+use tenure::backend::{Applied, Backend, BackendKind, HistoryEntry, RedactedUrl, Snapshot};
+use tenure::model::{decide, DbTime, Lease, Op};
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+
+#[derive(Debug)]
+pub struct MemoryBackend {
+    rows: Mutex<HashMap<String, Lease>>,
+    start: Instant,
+    url: RedactedUrl,
+    notify: Option<broadcast::Sender<String>>,
+    /// Each `apply` waits this long (tokio time) before deciding.
+    pub delay: Mutex<Duration>,
+    /// Every `apply` from now on never answers.
+    pub hang: AtomicBool,
+    /// The next `apply` blocks its thread this long after deciding, as a stopped process would.
+    pub stall_once: Mutex<Option<Duration>>,
+    /// How many `apply` calls were made.
+    pub calls: AtomicUsize,
+}
+
+impl MemoryBackend {
+    pub fn new(push_notifications: bool) -> MemoryBackend {
+        MemoryBackend {
+            rows: Mutex::default(),
+            start: Instant::now(),
+            url: RedactedUrl::new("memory:"),
+            notify: push_notifications.then(|| broadcast::channel(64).0),
+            delay: Mutex::default(),
+            hang: AtomicBool::new(false),
+            stall_once: Mutex::default(),
+            calls: AtomicUsize::new(0),
+        }
+    }
+
+    /// The database clock: a fixed epoch plus tokio's elapsed time.
+    pub fn now(&self) -> DbTime {
+        DbTime(1_800_000_000_000_000 + self.start.elapsed().as_micros() as i64)
+    }
+
+    pub fn row(&self, name: &str) -> Option<Lease> {
+        self.rows.lock().unwrap().get(name).cloned()
+    }
+}
+
+#[async_trait]
+impl Backend for MemoryBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Sqlite
+    }
+
+    fn url(&self) -> &RedactedUrl {
+        &self.url
+    }
+
+    async fn apply(&self, name: &str, op: &Op, _actor: &str) -> tenure::Result<Applied> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        if self.hang.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        let delay = *self.delay.lock().unwrap();
+        tokio::time::sleep(delay).await;
+        let now = self.now();
+        let decision = {
+            let mut rows = self.rows.lock().unwrap();
+            let decision = decide(now, name, rows.get(name), op);
+            if let (true, Some(lease)) = (decision.write, &decision.lease) {
+                rows.insert(name.to_string(), lease.clone());
+            }
+            decision
+        };
+        if let (Some(_), Some(tx)) = (&decision.event, &self.notify) {
+            let _ = tx.send(name.to_string());
+        }
+        if let Some(stall) = self.stall_once.lock().unwrap().take() {
+            std::thread::sleep(stall);
+        }
+        Ok(Applied {
+            now,
+            lease: decision.lease,
+            effect: decision.effect,
+        })
+    }
+
+    async fn get(&self, name: &str) -> tenure::Result<Snapshot> {
+        Ok(Snapshot {
+            now: self.now(),
+            leases: self.row(name).into_iter().collect(),
+        })
+    }
+
+    async fn list(&self) -> tenure::Result<Snapshot> {
+        let mut leases: Vec<_> = self.rows.lock().unwrap().values().cloned().collect();
+        leases.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Snapshot {
+            now: self.now(),
+            leases,
+        })
+    }
+
+    async fn history(&self, _name: &str, _limit: u32) -> tenure::Result<Vec<HistoryEntry>> {
+        Ok(vec![])
+    }
+
+    async fn migrate(&self) -> tenure::Result<()> {
+        Ok(())
+    }
+
+    async fn check_schema(&self) -> tenure::Result<()> {
+        Ok(())
+    }
+
+    fn schema_sql(&self) -> String {
+        String::new()
+    }
+
+    fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
+        self.notify.as_ref().map(|tx| tx.subscribe())
+    }
+}

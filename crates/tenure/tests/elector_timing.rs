@@ -1,0 +1,226 @@
+//! The elector's timing model, on an in-memory backend whose clock is tokio's: with paused
+//! time these tests are exact and take no real time.
+
+mod common;
+
+use common::memory::MemoryBackend;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use tenure::{Elector, Op, Role, Store, Timing};
+use tokio::time::{sleep, sleep_until, timeout, Instant};
+
+const TTL: Duration = Duration::from_secs(1);
+
+fn setup(push: bool) -> (Arc<MemoryBackend>, Store) {
+    let backend = Arc::new(MemoryBackend::new(push));
+    let store = Store::from_backend(backend.clone(), Duration::from_secs(5));
+    (backend, store)
+}
+
+fn elector(store: &Store, id: &str) -> Elector {
+    Elector::builder(store.clone(), "job")
+        .candidate(id)
+        .timing(Timing::from_ttl(TTL).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+fn deadline_of(e: &Elector) -> Option<Instant> {
+    match *e.role().borrow() {
+        Role::Leader { deadline, .. } => Some(deadline),
+        _ => None,
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn deadline_counts_from_the_send_instant() {
+    let (backend, store) = setup(false);
+    let timing = Timing::from_ttl(TTL).unwrap();
+    *backend.delay.lock().unwrap() = Duration::from_millis(150);
+    let sent = Instant::now();
+    let e = elector(&store, "a");
+    let guard = e.leader().await.unwrap();
+    assert_eq!(
+        Instant::now(),
+        sent + Duration::from_millis(150),
+        "answered after the delay"
+    );
+    assert_eq!(
+        deadline_of(&e),
+        Some(sent + timing.belief()),
+        "not from the answer"
+    );
+    // The database's expiry was set at the later instant, so the belief ends first.
+    let row = backend.row("job").unwrap();
+    assert_eq!(
+        row.expires_at,
+        backend_time_at(&backend, sent + Duration::from_millis(150) + TTL)
+    );
+
+    // The first renewal is sent one renew interval after the first send.
+    sleep_until(sent + timing.renew_interval() + Duration::from_millis(150)).await;
+    tokio::task::yield_now().await;
+    assert_eq!(
+        deadline_of(&e),
+        Some(sent + timing.renew_interval() + timing.belief())
+    );
+    assert!(!guard.is_lost());
+}
+
+/// The database time that corresponds to a tokio instant (the memory clock follows tokio's).
+fn backend_time_at(backend: &MemoryBackend, at: Instant) -> tenure::DbTime {
+    let now = backend.now();
+    let back = Instant::now().saturating_duration_since(at).as_micros() as i64;
+    let ahead = at.saturating_duration_since(Instant::now()).as_micros() as i64;
+    tenure::DbTime(now.0 - back + ahead)
+}
+
+#[tokio::test(start_paused = true)]
+async fn steps_down_at_the_deadline_while_the_database_hangs() {
+    let (backend, store) = setup(false);
+    let timing = Timing::from_ttl(TTL).unwrap();
+    let e = elector(&store, "a");
+    let guard = e.leader().await.unwrap();
+    backend.hang.store(true, Ordering::SeqCst);
+    let deadline = deadline_of(&e).unwrap();
+    sleep_until(deadline - Duration::from_millis(1)).await;
+    assert!(!guard.is_lost(), "lost before the deadline");
+    assert!(e.role().borrow().is_leader());
+    guard.lost().await;
+    assert_eq!(
+        Instant::now(),
+        deadline,
+        "the loss is reported at the deadline, not later"
+    );
+    assert!(!e.role().borrow().is_leader());
+    // The database would still name us until its own, later expiry.
+    let expiry = backend.row("job").unwrap().expires_at;
+    assert!(expiry > backend.now());
+    assert!(timing.safety_margin() > Duration::ZERO);
+}
+
+#[tokio::test(start_paused = true)]
+async fn renews_on_schedule() {
+    let (backend, store) = setup(false);
+    let timing = Timing::from_ttl(TTL).unwrap();
+    let e = elector(&store, "a");
+    let guard = e.leader().await.unwrap();
+    let before = backend.calls.load(Ordering::SeqCst);
+    sleep(timing.renew_interval() * 20 + Duration::from_millis(1)).await;
+    let renewals = backend.calls.load(Ordering::SeqCst) - before;
+    assert_eq!(renewals, 20, "one renewal per renew interval");
+    assert!(!guard.is_lost());
+    assert_eq!(guard.term(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn follower_tries_again_at_the_observed_expiry() {
+    let (backend, store) = setup(false);
+    let timing = Timing::from_ttl(TTL).unwrap();
+    let op = Op::Campaign {
+        candidate: "gone".into(),
+        ttl_ms: 1000,
+        metadata: None,
+    };
+    store.apply("job", &op, "gone").await.unwrap();
+    let expiry = Instant::now() + TTL;
+    sleep(Duration::from_millis(900)).await;
+    let e = elector(&store, "b");
+    let guard = e.leader().await.unwrap();
+    let at = Instant::now();
+    assert!(at >= expiry, "acquired before the expiry");
+    assert!(
+        at <= expiry + timing.max_jitter(),
+        "{:?} after expiry",
+        at - expiry
+    );
+    assert_eq!(guard.term(), 2);
+    assert!(
+        backend.calls.load(Ordering::SeqCst) <= 3,
+        "no blind polling"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn notification_wakes_a_follower_at_once() {
+    let (_backend, store) = setup(true);
+    let a = elector(&store, "a");
+    let ga = a.leader().await.unwrap();
+    let b = elector(&store, "b");
+    sleep(Duration::from_millis(100)).await;
+    let released_at = Instant::now();
+    ga.release().await.unwrap();
+    let gb = timeout(Duration::from_secs(5), b.leader())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        Instant::now(),
+        released_at,
+        "the follower acquired at the same instant"
+    );
+    assert_eq!(gb.term(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_tenure_lost_locally_is_never_resumed() {
+    let (backend, store) = setup(false);
+    let e = elector(&store, "a");
+    let first = e.leader().await.unwrap();
+    // Hang just long enough for the local deadline to pass, but not the database's expiry.
+    backend.hang.store(true, Ordering::SeqCst);
+    first.lost().await;
+    backend.hang.store(false, Ordering::SeqCst);
+    let second = timeout(Duration::from_secs(5), e.leader())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        second.term(),
+        first.term() + 1,
+        "a new tenure gets a new term"
+    );
+}
+
+/// A process stopped between the database's answer and reading it (SIGSTOP, a long GC pause)
+/// must not believe an answer that arrives after its own deadline.
+#[tokio::test(flavor = "current_thread")]
+async fn an_answer_after_its_deadline_is_not_believed() {
+    let (backend, store) = setup(false);
+    let timing = Timing::from_ttl(TTL).unwrap();
+    *backend.stall_once.lock().unwrap() = Some(timing.belief() + Duration::from_millis(50));
+    let e = elector(&store, "a");
+    let mut role = e.role();
+    let seen = tokio::spawn(async move {
+        let mut terms = vec![];
+        while role.changed().await.is_ok() {
+            if let Role::Leader { term, .. } = *role.borrow_and_update() {
+                terms.push(term);
+            }
+        }
+        terms
+    });
+    let guard = timeout(Duration::from_secs(10), e.leader())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        guard.term(),
+        2,
+        "term 1 was answered too late to be believed"
+    );
+    e.shutdown().await;
+    assert_eq!(seen.await.unwrap(), vec![2]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn abort_fires_the_guard_and_leaves_the_lease_to_expire() {
+    let (backend, store) = setup(false);
+    let e = elector(&store, "a");
+    let guard = e.leader().await.unwrap();
+    e.abort();
+    assert!(guard.is_lost());
+    let row = backend.row("job").unwrap();
+    assert_eq!(row.holder.as_deref(), Some("a"), "no release on abort");
+}
