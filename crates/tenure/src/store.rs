@@ -155,10 +155,11 @@ impl Store {
     /// Hands the lease to `to`. Graceful by default: the holder steps down at its next renew,
     /// `to` may acquire at once, others only one ttl after the lease became free. `immediate`
     /// installs `to` with a new term now; the old holder may overlap for up to one renew
-    /// interval, so this is unsafe unless writes are fenced.
+    /// interval, so this is unsafe unless writes are fenced. Neither variant lifts a pause.
     ///
     /// # Errors
-    /// [`Error::UnknownName`], and as [`apply`](Store::apply).
+    /// [`Error::UnknownName`] (also for a name that was paused but never held), and as
+    /// [`apply`](Store::apply).
     pub async fn handover(
         &self,
         name: &str,

@@ -224,7 +224,11 @@ impl Task {
     fn lose(&mut self, why: &str, stale: bool) {
         if let Some(t) = self.tenure.take() {
             // The role stops saying "leader" before anything else can observe the loss.
-            self.set_role(Role::Unknown);
+            self.set_role(if stale {
+                Role::Unknown
+            } else {
+                Role::Follower { leader: None }
+            });
             tracing::warn!(name = %self.name, candidate = %self.me, term = t.term, why, "leadership lost");
             t.token.cancel();
             if stale {

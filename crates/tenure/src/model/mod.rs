@@ -77,10 +77,13 @@ impl Lease {
     /// Whether a pending handover target still has the lease reserved at `now`: until one ttl
     /// after the lease became free.
     fn reserved_for_other(&self, me: &str, now: DbTime) -> bool {
-        match &self.handover_to {
-            Some(target) if target != me => self.expires_at.plus_ms(self.ttl_ms) > now,
-            _ => false,
-        }
+        self.handover_pending(now) && self.handover_to.as_deref() != Some(me)
+    }
+
+    /// Whether a handover was asked for and has not lapsed (one ttl after the lease became
+    /// free, or after it was asked for if the lease was free then).
+    pub fn handover_pending(&self, now: DbTime) -> bool {
+        self.handover_to.is_some() && self.expires_at.plus_ms(self.ttl_ms) > now
     }
 }
 
@@ -206,6 +209,17 @@ pub struct Decision {
 
 /// Applies `op` to the row `current` of `name` at the database instant `now`.
 pub fn decide(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Decision {
+    let mut decision = decide_row(now, name, current, op);
+    // A release or demote empties the row; its history event names who gave the lease up.
+    if let Some(event) = &mut decision.event {
+        if matches!(event.kind, EventKind::Released | EventKind::Demoted) {
+            event.holder = current.and_then(|row| row.holder.clone());
+        }
+    }
+    decision
+}
+
+fn decide_row(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Decision {
     let unchanged = |effect| Decision {
         lease: current.cloned(),
         write: false,
@@ -279,7 +293,8 @@ pub fn decide(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Deci
             changed(lease, EventKind::Demoted, detail, Effect::Demoted)
         }
         Op::Handover { to, immediate } => {
-            let Some(row) = current else {
+            // A name nobody has held (only paused) has no ttl to reserve it or install with.
+            let Some(row) = current.filter(|row| row.term > 0) else {
                 return unchanged(Effect::UnknownName);
             };
             if *immediate {
@@ -297,7 +312,8 @@ pub fn decide(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Deci
                 let detail = format!("forced from '{previous}' (unsafe unless writes are fenced)");
                 return changed(lease, EventKind::Forced, detail, Effect::Forced);
             }
-            if row.live_holder(now) == Some(to.as_str()) || row.handover_to.as_ref() == Some(to) {
+            let pending = row.handover_to.as_ref() == Some(to) && row.handover_pending(now);
+            if row.live_holder(now) == Some(to.as_str()) || pending {
                 return unchanged(Effect::NoChange);
             }
             // Without a live holder the reservation must count from now, not from an old expiry.

@@ -216,7 +216,7 @@ fn holder_steps_down_on_pause() {
             ..row.clone()
         })
     );
-    assert_eq!(event_of(&d), Some(event(EventKind::Released, 5, None)));
+    assert_eq!(event_of(&d), Some(event(EventKind::Released, 5, Some("a"))));
     // Nobody acquires while paused, not even the old holder.
     let after = d.lease.unwrap();
     for c in ["a", "b"] {
@@ -248,7 +248,7 @@ fn holder_steps_down_on_handover_to_someone_else() {
         }
     );
     assert_eq!(after.handover_to.as_deref(), Some("b"));
-    assert_eq!(event_of(&d), Some(event(EventKind::Released, 5, None)));
+    assert_eq!(event_of(&d), Some(event(EventKind::Released, 5, Some("a"))));
 
     // The target may acquire at once, with the next term.
     let d = decide(now, NAME, Some(&after), &campaign("b", 10_000));
@@ -433,7 +433,7 @@ fn release_by_holder_with_matching_term() {
             ..row.clone()
         })
     );
-    assert_eq!(event_of(&d), Some(event(EventKind::Released, 5, None)));
+    assert_eq!(event_of(&d), Some(event(EventKind::Released, 5, Some("a"))));
     // Somebody else may start at once.
     let after = d.lease.unwrap();
     let d = decide(now, NAME, Some(&after), &campaign("b", 10_000));
@@ -527,7 +527,7 @@ fn demote_keeps_expiry_as_lock_delay() {
             ..row.clone()
         })
     );
-    assert_eq!(event_of(&d), Some(event(EventKind::Demoted, 5, None)));
+    assert_eq!(event_of(&d), Some(event(EventKind::Demoted, 5, Some("a"))));
     assert!(d.event.unwrap().detail.contains("a demoted"));
     let after = d.lease.unwrap();
     assert_eq!(after.expires_at, at(11_000));
@@ -564,7 +564,7 @@ fn immediate_demote_ends_the_lease_now() {
             ..row.clone()
         })
     );
-    assert_eq!(event_of(&d), Some(event(EventKind::Demoted, 5, None)));
+    assert_eq!(event_of(&d), Some(event(EventKind::Demoted, 5, Some("a"))));
     assert!(d.event.unwrap().detail.contains("unsafe"));
     let after = d.lease.unwrap();
     let d = decide(now, NAME, Some(&after), &campaign("b", 10_000));
@@ -610,6 +610,49 @@ fn demote_of_a_vacant_lease() {
     assert_eq!(d.effect, Effect::Demoted);
     assert_eq!(d.lease.as_ref().unwrap().expires_at, at(2_000));
     assert_eq!(event_of(&d), Some(event(EventKind::Demoted, 5, None)));
+}
+
+#[test]
+fn a_lapsed_handover_can_be_asked_for_again() {
+    // Released at 1 s with a 1 s ttl; a handover to "c" was asked for and lapsed at 2 s.
+    let lapsed = Lease {
+        handover_to: Some("c".to_string()),
+        ..vacant(5, 0, 1_000, 1_000)
+    };
+    assert_eq!(
+        decide(at(3_000), NAME, Some(&lapsed), &campaign("b", 1_000)).effect,
+        Effect::Acquired {
+            took_over_from: None
+        }
+    );
+    let d = decide(at(3_000), NAME, Some(&lapsed), &handover("c", false));
+    assert_eq!(
+        d.effect,
+        Effect::HandoverRequested,
+        "a lapsed request is renewed, not ignored"
+    );
+    let renewed = d.lease.unwrap();
+    assert_eq!(renewed.expires_at, at(3_000));
+    assert_eq!(
+        decide(at(3_500), NAME, Some(&renewed), &campaign("b", 1_000)).effect,
+        Effect::Unavailable
+    );
+    // While it is pending, asking again changes nothing.
+    assert_unchanged(
+        &decide(at(3_500), NAME, Some(&renewed), &handover("c", false)),
+        Some(&renewed),
+        Effect::NoChange,
+    );
+}
+
+#[test]
+fn handover_of_a_name_never_held_is_unknown() {
+    let d = decide(at(0), NAME, None, &Op::Pause);
+    let paused = d.lease.unwrap();
+    for immediate in [false, true] {
+        let d = decide(at(10), NAME, Some(&paused), &handover("c", immediate));
+        assert_unchanged(&d, Some(&paused), Effect::UnknownName);
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -902,7 +945,13 @@ proptest! {
             }
             if let (Some(e), Some(l)) = (&d.event, &d.lease) {
                 prop_assert_eq!(e.term, l.term);
-                prop_assert_eq!(&e.holder, &l.holder);
+                // Releases and demotes name who gave the lease up; the rest, the row's holder.
+                let expected = if matches!(e.kind, EventKind::Released | EventKind::Demoted) {
+                    row.as_ref().and_then(|r| r.holder.clone())
+                } else {
+                    l.holder.clone()
+                };
+                prop_assert_eq!(&e.holder, &expected);
             }
             if let Some(l) = &d.lease {
                 prop_assert_eq!(l.name.as_str(), NAME);

@@ -165,7 +165,7 @@ pub async fn failover_after_crash(store: Store) {
 pub async fn graceful_release_is_prompt(store: Store) {
     let name = unique("graceful");
     let ttl = 2000;
-    let mut electors: Vec<Option<Elector>> = ["a", "b"]
+    let electors: Vec<Option<Elector>> = ["a", "b"]
         .iter()
         .map(|id| Some(spawn(&store, &name, id, ttl)))
         .collect();
