@@ -44,6 +44,7 @@ for_every_backend!([
     ops::pause_and_resume,
     ops::list_history_and_errors,
     ops::terms_strictly_increase,
+    ops::schema_switch_and_bad_connections,
     elector::elector_leads_renews_and_releases_on_shutdown,
     elector::electors_race_with_at_most_one_leader,
     elector::failover_after_crash,

@@ -395,3 +395,82 @@ pub async fn terms_strictly_increase(store: Store) {
         .collect();
     assert_eq!(acquired, [1]);
 }
+
+/// With auto-creation off, missing tables are a clear error saying how to create them; a bad
+/// prefix is refused before anything is written; passwords never show in errors.
+pub async fn schema_switch_and_bad_connections(store: Store) {
+    use tenure::{BackendKind, StoreOptions};
+    let kind = store.backend().kind();
+    let url = crate::common::url_for(kind);
+    let prefix = format!("t{}_", unique("p").replace('-', "_").to_lowercase());
+    let manual = StoreOptions::default()
+        .table_prefix(&prefix)
+        .auto_create(false);
+    let err = Store::connect_with(&url, manual.clone()).await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, Error::SchemaMissing { .. }), "{err:?}");
+    assert!(
+        text.contains(&format!("{prefix}schema")) && text.contains("tenure migrate"),
+        "{text}"
+    );
+
+    // A DBA applies the printed DDL; then the same options work.
+    let creator = Store::connect_with(&url, manual.clone().auto_create(true))
+        .await
+        .unwrap();
+    let ddl = creator.backend().schema_sql();
+    assert!(
+        ddl.contains(&format!("CREATE TABLE IF NOT EXISTS {prefix}lease")),
+        "{ddl}"
+    );
+    let manual_store = Store::connect_with(&url, manual).await.unwrap();
+    assert_eq!(
+        campaign(&manual_store, "n", "a", LONG)
+            .await
+            .lease
+            .unwrap()
+            .term,
+        1
+    );
+
+    let bad = Store::connect_with(
+        &url,
+        StoreOptions::default().table_prefix("x; DROP TABLE y"),
+    )
+    .await;
+    assert!(
+        matches!(
+            bad,
+            Err(Error::Invalid {
+                what: "table prefix",
+                ..
+            })
+        ),
+        "{bad:?}"
+    );
+
+    let secret = "hunter2-secret";
+    let unreachable = match kind {
+        BackendKind::Postgres => format!("postgres://app:{secret}@127.0.0.1:1/test"),
+        BackendKind::MySql => format!("mysql://root:{secret}@127.0.0.1:3306/test"),
+        _ => format!("sqlite:///nonexistent-dir-{secret}/x/y.db"),
+    };
+    let options = StoreOptions::default().timeout(Duration::from_secs(3));
+    let err = Store::connect_with(&unreachable, options)
+        .await
+        .unwrap_err();
+    let shown = format!("{err} {err:?}");
+    if kind != BackendKind::Sqlite {
+        assert!(!shown.contains(secret), "password leaked: {shown}");
+        assert!(shown.contains("***"), "{shown}");
+    }
+    assert!(matches!(err, Error::Connect { .. }), "{err:?}");
+    let scheme = Store::connect("redis://localhost")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        scheme.contains("postgres://, mysql://, mariadb:// or sqlite://"),
+        "{scheme}"
+    );
+}
