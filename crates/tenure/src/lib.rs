@@ -69,3 +69,8 @@ pub use elector::{Elector, ElectorBuilder, LeaderGuard, Role};
 pub use error::{Error, Result};
 pub use model::{DbTime, Effect, Lease, Op, StepDownReason};
 pub use store::{LeaderInfo, Store};
+
+/// The README's Rust examples compile as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
