@@ -2,6 +2,7 @@
 
 use super::Command;
 use crate::error::{Error, Result};
+use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
@@ -9,8 +10,11 @@ use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 /// One tenure of this elector: its term (the fencing token) and a signal that fires when the
 /// tenure ends — at the latest at the local deadline, before any other candidate can start.
 ///
-/// Clones share the same signal. Dropping a guard does not release the lease (the elector keeps
-/// campaigning); use [`release`](LeaderGuard::release) or
+/// Clones share the same signal. Hold a clone for as long as leader-only work runs: when the
+/// elector must step down (a pause, a handover), it signals [`lost`](LeaderGuard::lost) and
+/// releases the lease only once every clone has been dropped (or at the local deadline at the
+/// latest), so that nobody else can start while that work still runs. Dropping a guard does not
+/// release the lease by itself; use [`release`](LeaderGuard::release) or
 /// [`Elector::shutdown`](super::Elector::shutdown).
 #[derive(Clone, Debug)]
 pub struct LeaderGuard {
@@ -21,6 +25,9 @@ pub struct LeaderGuard {
     pub(super) lost: CancellationToken,
     /// Weak, so that outstanding guards do not keep a dropped elector's loop alive.
     pub(super) commands: mpsc::WeakSender<Command>,
+    /// Dropped with the last clone: tells the elector that this tenure's work has stopped, so
+    /// that a step-down may release the lease.
+    pub(super) _alive: Arc<oneshot::Sender<()>>,
 }
 
 impl LeaderGuard {

@@ -7,8 +7,9 @@ use crate::model::{Effect, Op};
 use crate::store::{LeaderInfo, Store};
 use crate::Applied;
 use rand::Rng;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::{sleep_until, Instant};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -17,6 +18,8 @@ pub(super) struct Tenure {
     term: u64,
     deadline: Instant,
     token: CancellationToken,
+    /// Completes when every clone of this tenure's guard has been dropped: its work stopped.
+    stopped: oneshot::Receiver<()>,
     /// Fires the guard's signal if the task is dropped (aborted, panicked) while leading.
     _on_drop: DropGuard,
 }
@@ -68,8 +71,8 @@ impl Task {
                     }
                     Some(Command::Pause) => {
                         self.paused = true;
-                        if self.tenure.is_some() {
-                            let _ = self.release_current("campaigning paused on this node").await;
+                        if let Some(ended) = self.lose("campaigning paused on this node", false) {
+                            self.release_when_stopped(ended).await;
                         }
                         self.set_role(Role::Paused);
                     }
@@ -159,10 +162,7 @@ impl Task {
                 }
                 if self.tenure.is_none() && self.stale_term == Some(term) {
                     // Our belief in this term ended; start a fresh term instead of resuming.
-                    let _ = self
-                        .store
-                        .release(&self.name, &self.me, term, Duration::ZERO)
-                        .await;
+                    self.release_or_warn(term).await;
                     self.stale_term = None;
                     return Instant::now();
                 }
@@ -175,7 +175,12 @@ impl Task {
                 sent + self.timing.renew_interval()
             }
             Effect::SteppedDown(reason) => {
-                self.lose(&format!("stepped down: {reason:?}"), false);
+                match self.lose(&format!("stepped down: {reason:?}"), false) {
+                    Some(ended) => self.release_when_stopped(ended).await,
+                    // A term whose belief already ended: nothing of ours runs under it.
+                    None => self.release_or_warn(lease.term).await,
+                }
+                self.stale_term = None;
                 self.set_role(Role::Follower { leader: None });
                 received + self.timing.renew_interval()
             }
@@ -203,10 +208,12 @@ impl Task {
     fn begin(&mut self, term: u64, deadline: Instant, now: Instant) {
         tracing::info!(name = %self.name, candidate = %self.me, term, "leadership acquired");
         let token = CancellationToken::new();
+        let (alive, stopped) = oneshot::channel();
         self.tenure = Some(Tenure {
             term,
             deadline,
             token: token.clone(),
+            stopped,
             _on_drop: token.clone().drop_guard(),
         });
         self.guard.send_replace(Some(LeaderGuard {
@@ -216,47 +223,71 @@ impl Task {
             acquired: now,
             lost: token,
             commands: self.command_tx.clone(),
+            _alive: Arc::new(alive),
         }));
     }
 
-    /// Ends the current tenure locally. `stale` marks a loss by deadline, after which the
-    /// database may still name us with this term.
-    fn lose(&mut self, why: &str, stale: bool) {
-        if let Some(t) = self.tenure.take() {
-            // The role stops saying "leader" before anything else can observe the loss.
-            self.set_role(if stale {
-                Role::Unknown
-            } else {
-                Role::Follower { leader: None }
-            });
-            tracing::warn!(name = %self.name, candidate = %self.me, term = t.term, why, "leadership lost");
-            t.token.cancel();
-            if stale {
-                self.stale_term = Some(t.term);
+    /// Ends the current tenure locally and returns it. `stale` marks a loss by deadline, after
+    /// which the database may still name us with this term.
+    fn lose(&mut self, why: &str, stale: bool) -> Option<Tenure> {
+        let t = self.tenure.take()?;
+        // The role stops saying "leader" before anything else can observe the loss.
+        self.set_role(if stale {
+            Role::Unknown
+        } else {
+            Role::Follower { leader: None }
+        });
+        tracing::warn!(name = %self.name, candidate = %self.me, term = t.term, why, "leadership lost");
+        t.token.cancel();
+        if stale {
+            self.stale_term = Some(t.term);
+        }
+        self.guard.send_replace(None);
+        Some(t)
+    }
+
+    /// Releases an ended tenure once its work has stopped (every guard dropped), or at its
+    /// deadline at the latest, so that nobody can start while that work may still run.
+    async fn release_when_stopped(&mut self, ended: Tenure) {
+        let Tenure {
+            term,
+            deadline,
+            stopped,
+            ..
+        } = ended;
+        tokio::select! {
+            _ = stopped => {}
+            () = sleep_until(deadline) => {
+                tracing::warn!(name = %self.name, term, "leader-only work still holds its guard at the deadline; releasing anyway");
             }
-            self.guard.send_replace(None);
+        }
+        self.release_or_warn(term).await;
+    }
+
+    async fn release_term(&self, term: u64) -> Result<()> {
+        let op = Op::Release {
+            candidate: self.me.clone(),
+            term,
+            at_least_ms: 0,
+        };
+        self.store
+            .apply_within(self.timing.db_timeout(), &self.name, &op, &self.me)
+            .await
+            .map(|_| ())
+    }
+
+    async fn release_or_warn(&self, term: u64) {
+        if let Err(e) = self.release_term(term).await {
+            tracing::warn!(name = %self.name, term, error = %e, "release failed; the lease will expire");
         }
     }
 
-    /// Ends the current tenure locally, then releases it in the database.
+    /// Ends the current tenure locally, then releases it in the database at once.
     async fn release_current(&mut self, why: &str) -> Result<()> {
-        let Some(term) = self.tenure.as_ref().map(|t| t.term) else {
-            return Ok(());
-        };
-        self.lose(why, false);
-        self.store
-            .apply_within(
-                self.timing.db_timeout(),
-                &self.name,
-                &Op::Release {
-                    candidate: self.me.clone(),
-                    term,
-                    at_least_ms: 0,
-                },
-                &self.me,
-            )
-            .await
-            .map(|_| ())
+        match self.lose(why, false) {
+            Some(ended) => self.release_term(ended.term).await,
+            None => Ok(()),
+        }
     }
 
     async fn stop(&mut self) {
@@ -264,10 +295,7 @@ impl Task {
             tracing::warn!(name = %self.name, error = %e, "release on shutdown failed; the lease will expire");
         }
         if let Some(term) = self.stale_term.take() {
-            let _ = self
-                .store
-                .release(&self.name, &self.me, term, Duration::ZERO)
-                .await;
+            self.release_or_warn(term).await;
         }
         self.set_role(Role::Stopped);
     }

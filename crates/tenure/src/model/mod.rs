@@ -132,7 +132,8 @@ pub enum Effect {
     },
     /// The holder extended its tenure.
     Renewed,
-    /// The holder gave the lease up because of a pause or handover.
+    /// The holder must step down (pause or handover). Nothing was written: the holder stops
+    /// renewing, stops its work, and then releases, so that nobody starts while it still runs.
     SteppedDown(StepDownReason),
     /// The tenure was released.
     Released,
@@ -393,17 +394,9 @@ fn campaign(
             }
         };
         if let Some(reason) = reason {
-            let detail = match &reason {
-                StepDownReason::Paused => "stepped down: paused".to_string(),
-                StepDownReason::HandoverTo(t) => format!("stepped down: handover to '{t}'"),
-            };
-            let lease = vacate(row, now, 0);
-            return changed(
-                lease,
-                EventKind::Released,
-                detail,
-                Effect::SteppedDown(reason),
-            );
+            // No write: the holder stops renewing and releases once its work has stopped, so
+            // nobody (not even a handover target) can start while that work may still run.
+            return unchanged(Effect::SteppedDown(reason));
         }
         let lease = Lease {
             renewed_at: now,

@@ -198,6 +198,8 @@ fn renew_by_handover_target_clears_handover() {
     assert_eq!(lease.term, 5);
 }
 
+/// A step-down changes nothing by itself: the holder stops renewing, stops its work, and only
+/// then releases, so that nobody can start while its work may still run.
 #[test]
 fn holder_steps_down_on_pause() {
     let row = Lease {
@@ -206,19 +208,23 @@ fn holder_steps_down_on_pause() {
     };
     let now = at(2_500);
     let d = decide(now, NAME, Some(&row), &campaign("a", 10_000));
-    assert_eq!(d.effect, Effect::SteppedDown(StepDownReason::Paused));
-    assert!(d.write);
+    assert_unchanged(&d, Some(&row), Effect::SteppedDown(StepDownReason::Paused));
+    // Nobody else acquires meanwhile.
+    let d = decide(now, NAME, Some(&row), &campaign("b", 10_000));
+    assert_unchanged(&d, Some(&row), Effect::Unavailable);
+    // The release that follows vacates the row; still nobody acquires while paused.
+    let d = decide(now, NAME, Some(&row), &release("a", 5, 0));
+    assert_eq!(d.effect, Effect::Released);
+    assert_eq!(event_of(&d), Some(event(EventKind::Released, 5, Some("a"))));
+    let after = d.lease.unwrap();
     assert_eq!(
-        d.lease,
-        Some(Lease {
+        after,
+        Lease {
             holder: None,
             expires_at: now,
             ..row.clone()
-        })
+        }
     );
-    assert_eq!(event_of(&d), Some(event(EventKind::Released, 5, Some("a"))));
-    // Nobody acquires while paused, not even the old holder.
-    let after = d.lease.unwrap();
     for c in ["a", "b"] {
         let d = decide(at(3_000), NAME, Some(&after), &campaign(c, 10_000));
         assert_unchanged(&d, Some(&after), Effect::Unavailable);
@@ -233,24 +239,22 @@ fn holder_steps_down_on_handover_to_someone_else() {
     };
     let now = at(2_500);
     let d = decide(now, NAME, Some(&row), &campaign("a", 10_000));
-    assert_eq!(
-        d.effect,
-        Effect::SteppedDown(StepDownReason::HandoverTo("b".to_string()))
+    assert_unchanged(
+        &d,
+        Some(&row),
+        Effect::SteppedDown(StepDownReason::HandoverTo("b".to_string())),
     );
-    assert!(d.write);
-    let after = d.lease.clone().unwrap();
-    assert_eq!(
-        after,
-        Lease {
-            holder: None,
-            expires_at: now,
-            ..row.clone()
-        }
-    );
+    // Not even the target starts before the holder has released.
+    let d = decide(now, NAME, Some(&row), &campaign("b", 10_000));
+    assert_unchanged(&d, Some(&row), Effect::Unavailable);
+    let after = decide(now, NAME, Some(&row), &release("a", 5, 0))
+        .lease
+        .unwrap();
     assert_eq!(after.handover_to.as_deref(), Some("b"));
-    assert_eq!(event_of(&d), Some(event(EventKind::Released, 5, Some("a"))));
 
-    // The target may acquire at once, with the next term.
+    // Then the target may acquire at once, with the next term; others may not.
+    let d = decide(now, NAME, Some(&after), &campaign("c", 10_000));
+    assert_unchanged(&d, Some(&after), Effect::Unavailable);
     let d = decide(now, NAME, Some(&after), &campaign("b", 10_000));
     assert_eq!(
         d.effect,

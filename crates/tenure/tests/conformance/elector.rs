@@ -250,11 +250,13 @@ pub async fn local_pause_and_resume(store: Store) {
     let b = spawn(&store, &name, "b", 1000);
     a.pause().await.unwrap();
     timeout(Duration::from_secs(1), guard.lost()).await.unwrap();
+    let first_term = guard.term();
+    drop(guard); // the leader-only work has stopped: now the elector releases
     let b_guard = timeout(Duration::from_secs(2), b.leader())
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(b_guard.term(), guard.term() + 1);
+    assert_eq!(b_guard.term(), first_term + 1);
     assert_eq!(*a.role().borrow(), Role::Paused);
     a.resume().await.unwrap();
     b.shutdown().await;
@@ -277,6 +279,7 @@ pub async fn cluster_pause_stops_everyone(store: Store) {
     let guard = electors[i].as_ref().unwrap().current().unwrap();
     store.pause(&name, "op").await.unwrap();
     timeout(Duration::from_secs(1), guard.lost()).await.unwrap();
+    drop(guard);
     tokio::time::sleep(Duration::from_millis(1200)).await;
     assert!(
         believers(&electors).is_empty(),
@@ -285,6 +288,46 @@ pub async fn cluster_pause_stops_everyone(store: Store) {
     store.resume(&name, "op").await.unwrap();
     let (_, new_term) = wait_for_leader(&electors, Duration::from_secs(2)).await;
     assert!(new_term > term);
+    for e in electors.into_iter().flatten() {
+        e.shutdown().await;
+    }
+}
+
+/// A graceful handover never overlaps: the old leader is told to stop, and the target starts
+/// only after every guard of the old tenure was dropped (its work stopped).
+pub async fn handover_waits_for_the_work_to_stop(store: Store) {
+    let name = unique("handoverwait");
+    let ttl = 2000;
+    let a = spawn(&store, &name, "a", ttl);
+    let guard = timeout(Duration::from_secs(5), a.leader())
+        .await
+        .unwrap()
+        .unwrap();
+    let electors = [Some(a), Some(spawn(&store, &name, "b", ttl))];
+    store.handover(&name, "b", false, "op").await.unwrap();
+    timeout(timing(ttl).renew_interval() * 2, guard.lost())
+        .await
+        .expect("the holder is told to step down at its next renew");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        believers(&electors).is_empty(),
+        "the target started while the old work still ran"
+    );
+    let info = store.get(&name).await.unwrap().leases[0].clone();
+    assert_eq!(
+        info.holder.as_deref(),
+        Some("a"),
+        "not released while the guard lives"
+    );
+    let stopped = Instant::now();
+    drop(guard);
+    let (i, term) = wait_for_leader(&electors, Duration::from_millis(ttl)).await;
+    assert_eq!((i, term), (1, 2));
+    eprintln!(
+        "{:?}: handover after the work stopped took {:?}",
+        store.backend().kind(),
+        stopped.elapsed()
+    );
     for e in electors.into_iter().flatten() {
         e.shutdown().await;
     }

@@ -53,6 +53,7 @@ for_every_backend!([
     elector::restart_raises_the_term,
     elector::local_pause_and_resume,
     elector::cluster_pause_stops_everyone,
+    elector::handover_waits_for_the_work_to_stop,
 ]);
 
 fence_tests!(

@@ -188,6 +188,15 @@ pub async fn graceful_handover(store: Store) {
         stepped.effect,
         Effect::SteppedDown(StepDownReason::HandoverTo("c".to_string()))
     );
+    assert_eq!(stepped.lease, asked.lease, "a step-down writes nothing");
+    // Nobody, not even the target, starts before the holder has stopped and released.
+    for who in ["b", "c"] {
+        assert_eq!(
+            campaign(&store, &name, who, LONG).await.effect,
+            Effect::Unavailable
+        );
+    }
+    store.release(&name, "a", 1, Duration::ZERO).await.unwrap();
     assert_eq!(
         campaign(&store, &name, "b", LONG).await.effect,
         Effect::Unavailable
@@ -264,6 +273,7 @@ pub async fn pause_and_resume(store: Store) {
         campaign(&store, &name, "a", LONG).await.effect,
         Effect::SteppedDown(StepDownReason::Paused)
     );
+    store.release(&name, "a", 1, Duration::ZERO).await.unwrap();
     assert_eq!(
         campaign(&store, &name, "b", LONG).await.effect,
         Effect::Unavailable
@@ -365,7 +375,12 @@ pub async fn terms_strictly_increase(store: Store) {
     terms.push(term(&campaign(&store, &name, "c", LONG).await));
     terms.push(term(&store.handover(&name, "a", true, "op").await.unwrap()));
     store.pause(&name, "op").await.unwrap();
-    campaign(&store, &name, "a", LONG).await;
+    let stepped = campaign(&store, &name, "a", LONG).await;
+    assert_eq!(stepped.effect, Effect::SteppedDown(StepDownReason::Paused));
+    store
+        .release(&name, "a", terms[3], Duration::ZERO)
+        .await
+        .unwrap();
     store.resume(&name, "op").await.unwrap();
     terms.push(term(&campaign(&store, &name, "b", LONG).await));
     assert_eq!(terms, [1, 2, 3, 4, 5]);
