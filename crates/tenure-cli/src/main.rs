@@ -1,1 +1,53 @@
-fn main() {}
+//! `tenure`: leadership for any program, and the operator's view of it.
+//!
+//! # Layout
+//! - `cli`: the command line (clap), with the exit-code table in `--help`.
+//! - `exit`: exit codes and the one-line failures that carry them.
+//! - `database`: which database (default: an SQLite file in the state directory), connecting.
+//! - `output`: human and JSON renderings.
+//! - `commands/`: one file per command; `run` supervises a child with `supervise`.
+
+mod cli;
+mod commands;
+mod database;
+mod exit;
+mod logging;
+mod output;
+mod supervise;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            });
+        }
+    };
+    logging::init(&cli.global);
+    // One thread: the supervised child's parent-death signal is tied to the thread that forked
+    // it, and this thread lives as long as tenure does.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("tenure: cannot start the runtime: {e}");
+            return ExitCode::from(exit::INTERNAL);
+        }
+    };
+    match runtime.block_on(commands::dispatch(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => {
+            eprintln!("tenure: {failure}");
+            ExitCode::from(failure.code)
+        }
+    }
+}

@@ -70,7 +70,7 @@ pub enum Error {
     },
 
     /// An admin operation named a name that has never been campaigned for.
-    #[error("no lease named {0:?}")]
+    #[error("no lease named {0:?} has ever been held")]
     UnknownName(String),
 
     /// The elector's task has stopped.

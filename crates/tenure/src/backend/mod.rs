@@ -140,49 +140,26 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
 /// [`Error::BadUrl`](crate::Error::BadUrl), [`Error::Connect`](crate::Error::Connect),
 /// [`Error::SchemaMissing`](crate::Error::SchemaMissing) and database errors.
 pub async fn connect(url: &str, options: &StoreOptions) -> Result<std::sync::Arc<dyn Backend>> {
-    use crate::error::Error;
-    let redacted = RedactedUrl::new(url);
-    let scheme = url
-        .split(':')
-        .next()
-        .unwrap_or_default()
-        .to_ascii_lowercase();
-    let not_compiled = |backend| Error::BackendNotCompiled {
-        url: redacted.to_string(),
-        backend,
-    };
-    let backend: std::sync::Arc<dyn Backend> = match scheme.as_str() {
-        "postgres" | "postgresql" => {
-            #[cfg(feature = "postgres")]
-            {
-                std::sync::Arc::new(postgres::PostgresBackend::connect(url, options).await?)
-            }
-            #[cfg(not(feature = "postgres"))]
-            return Err(not_compiled("postgres"));
+    options.validate()?;
+    let backend: std::sync::Arc<dyn Backend> = match BackendKind::from_url(url)? {
+        #[cfg(feature = "postgres")]
+        BackendKind::Postgres => {
+            std::sync::Arc::new(postgres::PostgresBackend::connect(url, options).await?)
         }
-        "mysql" | "mariadb" => {
-            #[cfg(feature = "mysql")]
-            {
-                std::sync::Arc::new(mysql::MySqlBackend::connect(url, options).await?)
-            }
-            #[cfg(not(feature = "mysql"))]
-            return Err(not_compiled("mysql"));
+        #[cfg(feature = "mysql")]
+        BackendKind::MySql => {
+            std::sync::Arc::new(mysql::MySqlBackend::connect(url, options).await?)
         }
-        "sqlite" => {
-            #[cfg(feature = "sqlite")]
-            {
-                std::sync::Arc::new(sqlite::SqliteBackend::connect(url, options).await?)
-            }
-            #[cfg(not(feature = "sqlite"))]
-            return Err(not_compiled("sqlite"));
+        #[cfg(feature = "sqlite")]
+        BackendKind::Sqlite => {
+            std::sync::Arc::new(sqlite::SqliteBackend::connect(url, options).await?)
         }
-        _ => {
-            let _ = not_compiled;
-            return Err(Error::BadUrl {
-                url: redacted.to_string(),
-                reason: "the scheme must be postgres://, mysql://, mariadb:// or sqlite://"
-                    .to_string(),
-            });
+        #[allow(unreachable_patterns)]
+        other => {
+            return Err(crate::error::Error::BackendNotCompiled {
+                url: RedactedUrl::new(url).to_string(),
+                backend: other.feature(),
+            })
         }
     };
     if options.auto_create {
@@ -191,4 +168,63 @@ pub async fn connect(url: &str, options: &StoreOptions) -> Result<std::sync::Arc
         backend.check_schema().await?;
     }
     Ok(backend)
+}
+
+impl BackendKind {
+    /// The backend a URL names by its scheme.
+    ///
+    /// # Errors
+    /// [`Error::BadUrl`](crate::Error::BadUrl) for any other scheme.
+    pub fn from_url(url: &str) -> Result<BackendKind> {
+        let scheme = url
+            .split(':')
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        match scheme.as_str() {
+            "postgres" | "postgresql" => Ok(BackendKind::Postgres),
+            "mysql" | "mariadb" => Ok(BackendKind::MySql),
+            "sqlite" => Ok(BackendKind::Sqlite),
+            _ => Err(crate::error::Error::BadUrl {
+                url: RedactedUrl::new(url).to_string(),
+                reason: "the scheme must be postgres://, mysql://, mariadb:// or sqlite://"
+                    .to_string(),
+            }),
+        }
+    }
+
+    /// The cargo feature that compiles this backend in.
+    pub fn feature(self) -> &'static str {
+        match self {
+            BackendKind::Postgres => "postgres",
+            BackendKind::MySql => "mysql",
+            BackendKind::Sqlite => "sqlite",
+        }
+    }
+}
+
+/// The DDL that creates tenure's tables with `prefix` on `kind`, for a DBA to apply by hand
+/// (the same script [`Backend::migrate`] runs), without connecting.
+///
+/// # Errors
+/// [`Error::Invalid`](crate::Error::Invalid) for a bad prefix,
+/// [`Error::BackendNotCompiled`](crate::Error::BackendNotCompiled).
+pub fn schema_script(kind: BackendKind, prefix: &str) -> Result<String> {
+    crate::validate::table_prefix(prefix)?;
+    let dialect = match kind {
+        #[cfg(feature = "postgres")]
+        BackendKind::Postgres => postgres::dialect(),
+        #[cfg(feature = "mysql")]
+        BackendKind::MySql => mysql::dialect(),
+        #[cfg(feature = "sqlite")]
+        BackendKind::Sqlite => sqlite::dialect(),
+        #[allow(unreachable_patterns)]
+        other => {
+            return Err(crate::error::Error::BackendNotCompiled {
+                url: String::new(),
+                backend: other.feature(),
+            })
+        }
+    };
+    Ok(sql::Statements::new(prefix, &dialect).script())
 }

@@ -40,7 +40,7 @@ const SCHEMA: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS {p}schema (version BIGINT NOT NULL) ENGINE=InnoDB",
 ];
 
-fn dialect() -> Dialect {
+pub(crate) fn dialect() -> Dialect {
     Dialect {
         text: |col| format!("CONVERT({col} USING utf8mb4)"),
         param: |_| "?".to_string(),

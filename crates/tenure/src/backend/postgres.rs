@@ -42,7 +42,7 @@ const SCHEMA: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS {p}schema (version BIGINT NOT NULL)",
 ];
 
-fn dialect() -> Dialect {
+pub(crate) fn dialect() -> Dialect {
     Dialect {
         text: |col| col.to_string(),
         param: |n| format!("${n}"),

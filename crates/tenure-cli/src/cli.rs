@@ -1,0 +1,188 @@
+//! The command line, as clap parses it. Values are validated again (by the library) before
+//! anything touches the database.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::time::Duration;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0    success (tenure run: the command's own status is passed through)
+  1    leader --am-i: the candidate does not lead
+  64   usage or configuration error (bad name, id, prefix, URL, timing; missing tables)
+  69   database unreachable, or it refused the credentials
+  70   internal error
+  73   not acquired: --no-wait or --timeout gave up
+  75   leadership lost while the command ran (it was stopped)
+  128+N  tenure run: the command was killed by signal N";
+
+/// Leader election and cluster locks on the database you already run.
+#[derive(Debug, Parser)]
+#[command(name = "tenure", version, after_help = EXIT_CODES)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct Global {
+    /// Database URL: postgres://…, mysql://… (mariadb://…) or sqlite://PATH. Default: an SQLite
+    /// file in the state directory ($XDG_STATE_HOME/tenure/tenure.db, else
+    /// ~/.local/state/tenure/tenure.db).
+    #[arg(
+        long,
+        env = "TENURE_DATABASE_URL",
+        global = true,
+        hide_env_values = true
+    )]
+    pub database_url: Option<String>,
+
+    /// Prefix of tenure's table names.
+    #[arg(
+        long,
+        env = "TENURE_TABLE_PREFIX",
+        global = true,
+        default_value = "tenure_"
+    )]
+    pub table_prefix: String,
+
+    /// Do not create missing tables (for users without DDL rights; see `tenure migrate --print`).
+    #[arg(long, global = true)]
+    pub no_create: bool,
+
+    /// Print machine-readable JSON (JSON lines for `watch`).
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// More log output (-v: debug, -vv: trace).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+
+    /// Less log output (-q: warnings only, -qq: errors only).
+    #[arg(short, long, action = clap::ArgAction::Count, global = true, conflicts_with = "verbose")]
+    pub quiet: u8,
+
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value = "human", global = true)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Human,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Campaign for NAME and run CMD while this process leads.
+    Run(RunArgs),
+    /// Show who leads NAME.
+    Leader(LeaderArgs),
+    /// Show every name: holder, term, since, time left, paused, handover target.
+    Status,
+    /// Print one line per change of NAME until interrupted.
+    Watch(WatchArgs),
+    /// Show the transitions of NAME, newest first.
+    History(HistoryArgs),
+    /// Force a re-election of NAME (nobody starts before the current lease would expire).
+    Demote(DemoteArgs),
+    /// Hand NAME over to CANDIDATE.
+    Handover(HandoverArgs),
+    /// Pause NAME: its leader steps down and nobody acquires until resumed.
+    Pause(NameArg),
+    /// Resume a paused NAME.
+    Resume(NameArg),
+    /// Create tenure's tables, or print the DDL for a DBA.
+    Migrate(MigrateArgs),
+}
+
+fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s)
+        .map_err(|e| format!("{e}; expected a duration such as 500ms, 10s or 2m"))
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The election's name.
+    pub name: String,
+    /// Lease ttl: how long a crashed leader holds NAME (renewed every ttl/4).
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub ttl: Duration,
+    /// How long CMD gets between SIGTERM and SIGKILL when leadership ends. Default: ttl/10.
+    #[arg(long, value_parser = duration)]
+    pub grace: Option<Duration>,
+    /// Candidate id. Default: <hostname>-<pid>-<4 random chars>.
+    #[arg(long)]
+    pub candidate: Option<String>,
+    /// Published while leading (e.g. this node's address), for `tenure leader`.
+    #[arg(long)]
+    pub metadata: Option<String>,
+    /// After CMD exits or leadership is lost, campaign again and rerun CMD when elected.
+    #[arg(long)]
+    pub keep_campaigning: bool,
+    /// Give up at once if another candidate leads.
+    #[arg(long, conflicts_with = "timeout")]
+    pub no_wait: bool,
+    /// Give up if not elected within this long.
+    #[arg(long, value_parser = duration)]
+    pub timeout: Option<Duration>,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct LeaderArgs {
+    pub name: String,
+    /// Exit 0 if this candidate leads NAME, 1 if not.
+    #[arg(long, value_name = "ID")]
+    pub am_i: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    pub name: String,
+    /// How often to read the lease (PostgreSQL also wakes on NOTIFY).
+    #[arg(long, default_value = "500ms", value_parser = duration)]
+    pub interval: Duration,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    pub name: String,
+    /// How many transitions to show.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub limit: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoteArgs {
+    pub name: String,
+    /// End the lease now instead of keeping its expiry (unsafe unless writes are fenced).
+    #[arg(long)]
+    pub now: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct HandoverArgs {
+    pub name: String,
+    pub candidate: String,
+    /// Install CANDIDATE with a new term now (unsafe unless writes are fenced: the old leader
+    /// may overlap for up to one renew interval).
+    #[arg(long)]
+    pub now: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct NameArg {
+    pub name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// Print the DDL instead of running it (needs no connection).
+    #[arg(long)]
+    pub print: bool,
+}

@@ -1,0 +1,126 @@
+//! `tenure demote|handover|pause|resume`: operator actions, recorded in history with the actor.
+
+use super::{check_global, check_name};
+use crate::cli::{DemoteArgs, Global, HandoverArgs, NameArg};
+use crate::database;
+use crate::exit::{Outcome, OK};
+use crate::output::{print_json, LeaseJson};
+use serde::Serialize;
+use tenure::{Applied, Effect};
+
+/// Who is acting, for the history: `tenure-cli:<user>@<host>`.
+fn actor() -> String {
+    let user = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
+    let host = hostname::get()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "host".into());
+    format!("tenure-cli:{user}@{host}")
+}
+
+#[derive(Serialize)]
+struct Answer {
+    action: &'static str,
+    changed: bool,
+    effect: String,
+    lease: Option<LeaseJson>,
+}
+
+fn report(global: &Global, action: &'static str, applied: &Applied, said: &str) -> Outcome {
+    let changed = applied.effect != Effect::NoChange;
+    if global.json {
+        print_json(&Answer {
+            action,
+            changed,
+            effect: format!("{:?}", applied.effect),
+            lease: applied
+                .lease
+                .as_ref()
+                .map(|l| LeaseJson::new(l, applied.now)),
+        });
+    } else {
+        println!("{said}");
+        if let Some(lease) = &applied.lease {
+            println!("{}", LeaseJson::new(lease, applied.now).line());
+        }
+    }
+    Ok(OK)
+}
+
+pub async fn demote(global: &Global, args: DemoteArgs) -> Outcome {
+    check_global(global)?;
+    check_name(&args.name)?;
+    let store = database::connect(global).await?;
+    if args.now {
+        tracing::warn!(
+            "--now ends the lease at once: unsafe unless the leader's writes are fenced"
+        );
+    }
+    let applied = store.demote(&args.name, args.now, &actor()).await?;
+    let said = match (&applied.effect, args.now) {
+        (Effect::NoChange, _) => format!("{}: nobody to demote", args.name),
+        (_, false) => format!(
+            "{}: demoted; the old leader stops at its next renew, nobody starts before the lease expires",
+            args.name
+        ),
+        (_, true) => format!("{}: demoted immediately", args.name),
+    };
+    report(global, "demote", &applied, &said)
+}
+
+pub async fn handover(global: &Global, args: HandoverArgs) -> Outcome {
+    check_global(global)?;
+    check_name(&args.name)?;
+    tenure::validate::candidate(&args.candidate)?;
+    let store = database::connect(global).await?;
+    if args.now {
+        tracing::warn!(
+            "--now installs the new leader at once: the old one may overlap for up to one renew interval; unsafe unless writes are fenced"
+        );
+    }
+    let applied = store
+        .handover(&args.name, &args.candidate, args.now, &actor())
+        .await?;
+    let said = match &applied.effect {
+        Effect::NoChange => format!(
+            "{}: {} already leads or is already the handover target",
+            args.name, args.candidate
+        ),
+        Effect::Forced => format!(
+            "{}: {} installed with a new term",
+            args.name, args.candidate
+        ),
+        _ => format!(
+            "{}: handover to {} requested; the leader steps down at its next renew",
+            args.name, args.candidate
+        ),
+    };
+    report(global, "handover", &applied, &said)
+}
+
+pub async fn pause(global: &Global, args: NameArg) -> Outcome {
+    check_global(global)?;
+    check_name(&args.name)?;
+    let store = database::connect(global).await?;
+    let applied = store.pause(&args.name, &actor()).await?;
+    let said = match applied.effect {
+        Effect::NoChange => format!("{}: already paused", args.name),
+        _ => format!(
+            "{}: paused; the leader steps down at its next renew and nobody acquires until `tenure resume`",
+            args.name
+        ),
+    };
+    report(global, "pause", &applied, &said)
+}
+
+pub async fn resume(global: &Global, args: NameArg) -> Outcome {
+    check_global(global)?;
+    check_name(&args.name)?;
+    let store = database::connect(global).await?;
+    let applied = store.resume(&args.name, &actor()).await?;
+    let said = match applied.effect {
+        Effect::NoChange => format!("{}: was not paused", args.name),
+        _ => format!("{}: resumed", args.name),
+    };
+    report(global, "resume", &applied, &said)
+}

@@ -1,0 +1,81 @@
+//! `tenure watch NAME`: one line per change until interrupted.
+
+use super::{check_global, check_name};
+use crate::cli::{Global, WatchArgs};
+use crate::database;
+use crate::exit::{Outcome, OK};
+use crate::output::{print_json, time, LeaseJson};
+use serde::Serialize;
+use tokio::signal::unix::{signal, SignalKind};
+
+#[derive(Serialize, PartialEq, Eq)]
+struct Change {
+    at: String,
+    #[serde(flatten)]
+    lease: Option<LeaseJson>,
+}
+
+/// What makes a change worth a line: not the countdown of the time left.
+fn key(lease: &Option<LeaseJson>) -> Option<(Option<String>, u64, bool, Option<String>)> {
+    lease
+        .as_ref()
+        .map(|l| (l.holder.clone(), l.term, l.paused, l.handover_to.clone()))
+}
+
+pub async fn watch(global: &Global, args: WatchArgs) -> Outcome {
+    check_global(global)?;
+    check_name(&args.name)?;
+    let store = database::connect(global).await?;
+    let mut notifications = store.backend().subscribe();
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut last = None;
+    let mut failing = false;
+    loop {
+        match store.get(&args.name).await {
+            Ok(snapshot) => {
+                failing = false;
+                let lease = snapshot
+                    .leases
+                    .first()
+                    .map(|l| LeaseJson::new(l, snapshot.now));
+                let k = Some(key(&lease));
+                if k != last {
+                    last = k;
+                    let at = time(snapshot.now);
+                    if global.json {
+                        print_json(&Change { at, lease });
+                    } else {
+                        match &lease {
+                            Some(l) => println!("{at} {}", l.line()),
+                            None => println!("{at} {}: never used", args.name),
+                        }
+                    }
+                }
+            }
+            Err(e) if !failing => {
+                failing = true;
+                tracing::warn!(error = %e, "cannot read the lease; retrying");
+            }
+            Err(_) => {}
+        }
+        let wake = async {
+            match &mut notifications {
+                Some(rx) => loop {
+                    match rx.recv().await {
+                        Ok(changed) if changed == args.name => break,
+                        Ok(_) => {}
+                        Err(_) => break,
+                    }
+                },
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = interrupt.recv() => return Ok(OK),
+            _ = terminate.recv() => return Ok(OK),
+            () = tokio::time::sleep(args.interval) => {}
+            () = wake => {}
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! Which database to use, and connecting to it.
+
+use crate::cli::Global;
+use crate::exit::Failure;
+use std::path::PathBuf;
+use tenure::{RedactedUrl, Store, StoreOptions};
+
+/// `$XDG_STATE_HOME/tenure/tenure.db`, else `~/.local/state/tenure/tenure.db`.
+pub fn default_sqlite_path() -> Result<PathBuf, Failure> {
+    let state = match std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let home = std::env::var_os("HOME")
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| {
+                    Failure::usage("neither XDG_STATE_HOME nor HOME is set; pass --database-url")
+                })?;
+            PathBuf::from(home).join(".local").join("state")
+        }
+    };
+    Ok(state.join("tenure").join("tenure.db"))
+}
+
+/// The URL to use: `--database-url` / `TENURE_DATABASE_URL`, else the default SQLite file (its
+/// directory is created).
+pub fn url(global: &Global) -> Result<String, Failure> {
+    if let Some(url) = &global.database_url {
+        return Ok(url.clone());
+    }
+    let path = default_sqlite_path()?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            Failure::usage(format!(
+                "cannot create state directory {}: {e}",
+                dir.display()
+            ))
+        })?;
+    }
+    Ok(format!("sqlite://{}", path.display()))
+}
+
+/// Connects, printing which database (password hidden) so that two terminals visibly share it.
+pub async fn connect(global: &Global) -> Result<Store, Failure> {
+    connect_creating(global, !global.no_create).await
+}
+
+/// As [`connect`], creating missing tables if `create`.
+pub async fn connect_creating(global: &Global, create: bool) -> Result<Store, Failure> {
+    let url = url(global)?;
+    if global.quiet == 0 {
+        eprintln!("tenure: database {}", RedactedUrl::new(&url));
+    }
+    let options = StoreOptions::default()
+        .table_prefix(global.table_prefix.clone())
+        .auto_create(create);
+    Ok(Store::connect_with(&url, options).await?)
+}
