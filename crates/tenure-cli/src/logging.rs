@@ -17,7 +17,8 @@ pub fn init(global: &Global) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .with_target(false);
+        .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     match global.log_format {
         LogFormat::Human => builder.init(),
         LogFormat::Json => builder.json().init(),

@@ -13,6 +13,17 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::{sleep_until, Instant};
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+/// Why a tenure ended locally.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Loss {
+    /// Released, paused or stopped by this node.
+    Voluntary,
+    /// Demoted, paused, handed over or taken over, as the database said.
+    Replaced,
+    /// The local deadline passed; the database may still name us with this term.
+    Deadline,
+}
+
 /// The tenure this elector believes it holds.
 pub(super) struct Tenure {
     term: u64,
@@ -71,7 +82,7 @@ impl Task {
                     }
                     Some(Command::Pause) => {
                         self.paused = true;
-                        if let Some(ended) = self.lose("campaigning paused on this node", false) {
+                        if let Some(ended) = self.lose("campaigning paused on this node", Loss::Voluntary) {
                             self.release_when_stopped(ended).await;
                         }
                         self.set_role(Role::Paused);
@@ -85,7 +96,7 @@ impl Task {
                     }
                 },
                 () = sleep_until_some(deadline) => {
-                    self.lose("local deadline passed without a renewal", true);
+                    self.lose("local deadline passed without a renewal", Loss::Deadline);
                     self.set_role(Role::Unknown);
                     next = Instant::now();
                 }
@@ -120,7 +131,7 @@ impl Task {
             tokio::select! {
                 result = &mut call => break result,
                 () = sleep_until_some(deadline) => {
-                    self.lose("local deadline passed while the database did not answer", true);
+                    self.lose("local deadline passed while the database did not answer", Loss::Deadline);
                     self.set_role(Role::Unknown);
                 }
             }
@@ -152,13 +163,16 @@ impl Task {
                 let term = lease.term;
                 let deadline = sent + self.timing.belief();
                 if received >= deadline {
-                    self.lose("the database answered after the local deadline", true);
+                    self.lose(
+                        "the database answered after the local deadline",
+                        Loss::Deadline,
+                    );
                     self.stale_term = Some(term);
                     self.set_role(Role::Unknown);
                     return received;
                 }
                 if self.tenure.as_ref().is_some_and(|t| t.term != term) {
-                    self.lose("the database reports a different term", true);
+                    self.lose("the database reports a different term", Loss::Deadline);
                 }
                 if self.tenure.is_none() && self.stale_term == Some(term) {
                     // Our belief in this term ended; start a fresh term instead of resuming.
@@ -175,7 +189,7 @@ impl Task {
                 sent + self.timing.renew_interval()
             }
             Effect::SteppedDown(reason) => {
-                match self.lose(&format!("stepped down: {reason:?}"), false) {
+                match self.lose(&format!("stepped down: {reason:?}"), Loss::Replaced) {
                     Some(ended) => self.release_when_stopped(ended).await,
                     // A term whose belief already ended: nothing of ours runs under it.
                     None => self.release_or_warn(lease.term).await,
@@ -191,7 +205,7 @@ impl Task {
                         Some(l) => format!("'{}' leads now (term {})", l.holder, l.term),
                         None => "demoted".to_string(),
                     };
-                    self.lose(&why, false);
+                    self.lose(&why, Loss::Replaced);
                 }
                 self.set_role(Role::Follower { leader });
                 let remaining = Duration::from_millis(lease.remaining_ms(applied.now));
@@ -227,17 +241,21 @@ impl Task {
         }));
     }
 
-    /// Ends the current tenure locally and returns it. `stale` marks a loss by deadline, after
-    /// which the database may still name us with this term.
-    fn lose(&mut self, why: &str, stale: bool) -> Option<Tenure> {
+    /// Ends the current tenure locally and returns it.
+    fn lose(&mut self, why: &str, loss: Loss) -> Option<Tenure> {
         let t = self.tenure.take()?;
+        let stale = loss == Loss::Deadline;
         // The role stops saying "leader" before anything else can observe the loss.
         self.set_role(if stale {
             Role::Unknown
         } else {
             Role::Follower { leader: None }
         });
-        tracing::warn!(name = %self.name, candidate = %self.me, term = t.term, why, "leadership lost");
+        if loss == Loss::Voluntary {
+            tracing::info!(name = %self.name, candidate = %self.me, term = t.term, why, "leadership given up");
+        } else {
+            tracing::warn!(name = %self.name, candidate = %self.me, term = t.term, why, "leadership lost");
+        }
         t.token.cancel();
         if stale {
             self.stale_term = Some(t.term);
@@ -284,7 +302,7 @@ impl Task {
 
     /// Ends the current tenure locally, then releases it in the database at once.
     async fn release_current(&mut self, why: &str) -> Result<()> {
-        match self.lose(why, false) {
+        match self.lose(why, Loss::Voluntary) {
             Some(ended) => self.release_term(ended.term).await,
             None => Ok(()),
         }
