@@ -3,6 +3,7 @@
 use crate::cli::Global;
 use crate::exit::Failure;
 use std::path::PathBuf;
+use std::time::Duration;
 use tenure::{RedactedUrl, Store, StoreOptions};
 
 /// `$XDG_STATE_HOME/tenure/tenure.db`, else `~/.local/state/tenure/tenure.db`.
@@ -41,11 +42,16 @@ pub fn url(global: &Global) -> Result<String, Failure> {
 
 /// Connects, printing which database (password hidden) so that two terminals visibly share it.
 pub async fn connect(global: &Global) -> Result<Store, Failure> {
-    connect_creating(global, !global.no_create).await
+    open(global, !global.no_create, None).await
 }
 
-/// As [`connect`], creating missing tables if `create`.
-pub async fn connect_creating(global: &Global, create: bool) -> Result<Store, Failure> {
+/// As [`connect`], creating missing tables if `create`, and with `timeout` (default 5 s)
+/// bounding each call (and how long the server lets a stalled session hold a lock).
+pub async fn open(
+    global: &Global,
+    create: bool,
+    timeout: Option<Duration>,
+) -> Result<Store, Failure> {
     let url = url(global)?;
     if global.quiet == 0 {
         eprintln!("tenure: database {}", RedactedUrl::new(&url));
@@ -53,5 +59,9 @@ pub async fn connect_creating(global: &Global, create: bool) -> Result<Store, Fa
     let options = StoreOptions::default()
         .table_prefix(global.table_prefix.clone())
         .auto_create(create);
+    let options = match timeout {
+        Some(t) => options.timeout(t),
+        None => options,
+    };
     Ok(Store::connect_with(&url, options).await?)
 }

@@ -59,12 +59,13 @@ impl Store {
     /// Connects to `url` with `options`.
     ///
     /// # Errors
-    /// As [`backend::connect`], plus [`Error::Timeout`] if connecting takes longer than
-    /// `options.timeout` (twice, to leave room for creating the tables).
+    /// As [`backend::connect`], plus [`Error::Timeout`] if connecting (and creating the
+    /// tables) takes longer than twice `options.timeout`, and at least 10 s.
     pub async fn connect_with(url: &str, options: StoreOptions) -> Result<Store> {
         options.validate()?;
         let timeout = options.timeout;
-        let backend = bounded(timeout * 2, backend::connect(url, &options)).await?;
+        let connect_bound = (timeout * 2).max(Duration::from_secs(10));
+        let backend = bounded(connect_bound, backend::connect(url, &options)).await?;
         Ok(Store { backend, timeout })
     }
 

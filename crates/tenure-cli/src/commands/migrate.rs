@@ -16,7 +16,7 @@ pub async fn migrate(global: &Global, args: MigrateArgs) -> Outcome {
         );
         return Ok(OK);
     }
-    database::connect_creating(global, true).await?;
+    database::open(global, true, None).await?;
     eprintln!(
         "tenure: tables {p}lease, {p}history and {p}schema are ready",
         p = global.table_prefix

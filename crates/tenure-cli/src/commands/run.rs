@@ -93,7 +93,7 @@ pub async fn run(global: &Global, args: RunArgs) -> Outcome {
     check_timing(&timing, grace)?;
     let mut signals = Signals::new()?;
 
-    let store = database::connect(global).await?;
+    let store = database::open(global, !global.no_create, Some(timing.db_timeout())).await?;
     let mut builder = Elector::builder(store, &args.name).timing(timing);
     if let Some(id) = &args.candidate {
         builder = builder.candidate(id);
@@ -226,6 +226,11 @@ async fn lead(
                 if interrupted {
                     drop(guard);
                     return Ok(Ended::Interrupted(code));
+                }
+                if terminating {
+                    // It exited because we stopped it: renewals were failing.
+                    drop(guard);
+                    return Ok(Ended::Lost);
                 }
                 // Release at once so that a follower takes over (graceful handover).
                 if let Err(e) = guard.release().await {

@@ -79,7 +79,23 @@ impl MySqlBackend {
             url: redacted.to_string(),
             reason: e.to_string(),
         })?;
+        // A holder stopped inside its transaction would hold the row lock and block every other
+        // candidate: MariaDB ends such sessions after the store's timeout (MySQL has no such
+        // setting; there the lock lasts until the holder resumes or its connection dies), and
+        // no lock wait outlasts it.
+        let session_s = options.timeout.as_secs().max(1);
         let pool = MySqlPoolOptions::new()
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    let lock_wait = format!("SET SESSION innodb_lock_wait_timeout = {session_s}");
+                    sqlx::Executor::execute(&mut *conn, lock_wait.as_str()).await?;
+                    let idle = format!("SET SESSION idle_transaction_timeout = {session_s}");
+                    if let Err(e) = sqlx::Executor::execute(&mut *conn, idle.as_str()).await {
+                        tracing::debug!(error = %e, "no idle_transaction_timeout (MySQL)");
+                    }
+                    Ok(())
+                })
+            })
             .max_connections(options.max_connections)
             .acquire_timeout(options.timeout)
             .connect_with(connect)

@@ -92,7 +92,21 @@ impl PostgresBackend {
             url: redacted.to_string(),
             source,
         };
+        // A holder stopped (SIGSTOP, a VM pause) inside its transaction would hold the row lock
+        // and block every other candidate for as long as it is stopped: the server ends such
+        // sessions after the store's timeout, and no lock wait outlasts it either.
+        let session_ms = options.timeout.as_millis().max(1);
         let pool = PgPoolOptions::new()
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    let set = format!(
+                        "SET idle_in_transaction_session_timeout = {session_ms}; \
+                         SET lock_timeout = {session_ms}"
+                    );
+                    sqlx::Executor::execute(conn, set.as_str()).await?;
+                    Ok(())
+                })
+            })
             // One more than asked for: the listener keeps one for itself.
             .max_connections(options.max_connections + 1)
             .acquire_timeout(options.timeout)

@@ -6,8 +6,10 @@ mod common;
 mod elector;
 mod fence;
 mod ops;
+mod stall;
 
 use fence::fence_tests;
+use stall::stall_tests;
 
 macro_rules! conformance {
     ($backend:ident, $kind:expr, [$($module:ident :: $test:ident),* $(,)?]) => {
@@ -73,4 +75,17 @@ fence_tests!(
     tenure::backend::mysql::MySqlBackend,
     sqlx::MySql,
     tenure::BackendKind::MySql
+);
+
+stall_tests!(
+    stall_postgres,
+    tenure::backend::postgres::PostgresBackend,
+    tenure::BackendKind::Postgres,
+    "$1"
+);
+stall_tests!(
+    stall_mysql,
+    tenure::backend::mysql::MySqlBackend,
+    tenure::BackendKind::MySql,
+    "?"
 );

@@ -1,0 +1,70 @@
+//! A holder stopped inside its own transaction (SIGSTOP, a paused VM) holds the lease row's
+//! lock. PostgreSQL and MariaDB end such a session after the store's timeout, so the others
+//! are not blocked for as long as the holder is stopped. (SQLite cannot: a process stopped
+//! inside its write transaction blocks every writer until it resumes or dies; see the README.)
+
+macro_rules! stall_tests {
+    ($module:ident, $backend:ty, $kind:expr, $param:literal) => {
+        mod $module {
+            use crate::common;
+            use crate::ops::campaign;
+            use std::sync::Arc;
+            use std::time::Duration;
+            use tenure::{Backend, Effect, Store};
+            use tokio::time::Instant;
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_stalled_holder_transaction_is_ended_by_the_server() {
+                if common::store($kind).await.is_none() {
+                    return;
+                }
+                let timeout = Duration::from_millis(500);
+                let options = common::options().timeout(timeout);
+                let url = common::url_for($kind);
+                let backend = Arc::new(<$backend>::connect(&url, &options).await.unwrap());
+                backend.migrate().await.unwrap();
+                let store = Store::from_backend(backend.clone(), timeout);
+                let name = common::unique("stall");
+                campaign(&store, &name, "a", 300).await;
+
+                // "a" stops in the middle of its next renewal, holding the row lock.
+                let mut stalled = backend.pool().begin().await.unwrap();
+                sqlx::query(&format!(
+                    "SELECT term FROM tenure_lease WHERE name = {} FOR UPDATE",
+                    $param
+                ))
+                .bind(&name)
+                .fetch_one(&mut *stalled)
+                .await
+                .unwrap();
+
+                let started = Instant::now();
+                loop {
+                    let op = tenure::Op::Campaign {
+                        candidate: "b".into(),
+                        ttl_ms: 60_000,
+                        metadata: None,
+                    };
+                    if let Ok(applied) = store.apply(&name, &op, "b").await {
+                        if matches!(applied.effect, Effect::Acquired { .. }) {
+                            assert_eq!(applied.lease.unwrap().term, 2);
+                            break;
+                        }
+                    }
+                    assert!(
+                        started.elapsed() < Duration::from_secs(5),
+                        "the stalled holder's lock still blocks the others"
+                    );
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                eprintln!("{:?}: blocked for {:?}", $kind, started.elapsed());
+                assert!(
+                    stalled.commit().await.is_err(),
+                    "the server ended the stalled session"
+                );
+            }
+        }
+    };
+}
+
+pub(crate) use stall_tests;
