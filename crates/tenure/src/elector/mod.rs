@@ -12,6 +12,13 @@
 //!   with that term, the elector releases it and acquires a new term, so every
 //!   [`LeaderGuard`] has a term of its own.
 //!
+//! # Metrics
+//! Through the [`metrics`](https://docs.rs/metrics) facade (no-ops unless the application
+//! installs a recorder, as `tenure serve` does for Prometheus), labelled by `name`:
+//! `tenure_campaign_seconds` (histogram of each campaign's round trip),
+//! `tenure_database_errors_total`, `tenure_transitions_total{event=acquired|lost}`,
+//! `tenure_is_leader`, `tenure_term`, `tenure_lease_remaining_seconds`.
+//!
 //! # Cancel safety
 //! The loop runs in its own task. Dropping the [`Elector`] stops it after a best-effort
 //! release; aborting the task (or a panic in it) ends the current tenure's [`LeaderGuard`] at

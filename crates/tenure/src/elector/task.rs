@@ -137,9 +137,19 @@ impl Task {
             }
         };
         let received = Instant::now();
+        let name = self.name.clone();
+        metrics::histogram!("tenure_campaign_seconds", "name" => name.clone())
+            .record((received - sent).as_secs_f64());
         match result {
-            Ok(applied) => self.on_answer(applied, sent, received).await,
+            Ok(applied) => {
+                if let Some(lease) = &applied.lease {
+                    metrics::gauge!("tenure_lease_remaining_seconds", "name" => name)
+                        .set(lease.remaining_ms(applied.now) as f64 / 1000.0);
+                }
+                self.on_answer(applied, sent, received).await
+            }
             Err(e) => {
+                metrics::counter!("tenure_database_errors_total", "name" => name).increment(1);
                 tracing::warn!(name = %self.name, error = %e, "campaign failed");
                 if self.tenure.is_some() {
                     // Retry soon: the deadline still runs from the last success.
@@ -221,6 +231,11 @@ impl Task {
 
     fn begin(&mut self, term: u64, deadline: Instant, now: Instant) {
         tracing::info!(name = %self.name, candidate = %self.me, term, "leadership acquired");
+        let name = self.name.clone();
+        metrics::counter!("tenure_transitions_total", "name" => name.clone(), "event" => "acquired")
+            .increment(1);
+        metrics::gauge!("tenure_is_leader", "name" => name.clone()).set(1.0);
+        metrics::gauge!("tenure_term", "name" => name).set(term as f64);
         let token = CancellationToken::new();
         let (alive, stopped) = oneshot::channel();
         self.tenure = Some(Tenure {
@@ -245,6 +260,10 @@ impl Task {
     fn lose(&mut self, why: &str, loss: Loss) -> Option<Tenure> {
         let t = self.tenure.take()?;
         let stale = loss == Loss::Deadline;
+        let name = self.name.clone();
+        metrics::counter!("tenure_transitions_total", "name" => name.clone(), "event" => "lost")
+            .increment(1);
+        metrics::gauge!("tenure_is_leader", "name" => name).set(0.0);
         // The role stops saying "leader" before anything else can observe the loss.
         self.set_role(if stale {
             Role::Unknown
