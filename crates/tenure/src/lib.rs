@@ -62,7 +62,7 @@ mod store;
 pub mod validate;
 
 pub use backend::{
-    Applied, Backend, BackendKind, HistoryEntry, RedactedUrl, Snapshot, StoreOptions,
+    Applied, Backend, BackendKind, HistoryEntry, RedactedUrl, Renewed, Snapshot, StoreOptions,
 };
 pub use config::{Timing, TimingBuilder};
 pub use elector::{Elector, ElectorBuilder, LeaderGuard, Role};

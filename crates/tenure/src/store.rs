@@ -115,7 +115,9 @@ impl Store {
                     validate::metadata(m)?;
                 }
             }
-            Op::Release { candidate, .. } => validate::candidate(candidate)?,
+            Op::Release { candidate, .. } | Op::Renew { candidate, .. } => {
+                validate::candidate(candidate)?
+            }
             Op::Handover { to, .. } => validate::candidate(to)?,
             Op::Demote { .. } | Op::Pause | Op::Resume => {}
         }

@@ -53,6 +53,12 @@ enum Step {
     },
     Pause,
     Resume,
+    /// The batched keep-alive (`Backend::renew_many`) of one lease, with a term relative to the
+    /// row's as for releases.
+    Renew {
+        candidate: &'static str,
+        term_delta: i64,
+    },
     /// Let the database's clock run for this many milliseconds.
     Sleep(u64),
 }
@@ -85,6 +91,8 @@ fn step() -> impl Strategy<Value = Step> {
             .prop_map(|(to, immediate)| Step::Handover { to, immediate }),
         1 => Just(Step::Pause),
         1 => Just(Step::Resume),
+        2 => (candidate(), prop::sample::select(vec![-1i64, 0, 0, 0]))
+            .prop_map(|(candidate, term_delta)| Step::Renew { candidate, term_delta }),
         1 => (0u64..80).prop_map(Step::Sleep),
     ]
 }
@@ -122,6 +130,13 @@ fn op_for(step: &Step, copy: Option<&Lease>) -> Option<Op> {
         },
         Step::Pause => Op::Pause,
         Step::Resume => Op::Resume,
+        Step::Renew {
+            candidate,
+            term_delta,
+        } => Op::Renew {
+            candidate: candidate.to_string(),
+            term: term.saturating_add_signed(term_delta),
+        },
         Step::Sleep(_) => return None,
     })
 }
@@ -188,6 +203,10 @@ impl Stats {
             Effect::NoChange => "no change",
             Effect::UnknownName => "unknown name",
         };
+        self.count_label(label);
+    }
+
+    fn count_label(&self, label: &'static str) {
         *self.effects.lock().unwrap().entry(label).or_default() += 1;
     }
 
@@ -199,6 +218,47 @@ impl Stats {
             .copied()
             .unwrap_or(0)
     }
+}
+
+/// Runs the batched keep-alive for one lease and phrases its answer as an `Applied`: the batch
+/// reports only which leases it renewed, so a lease it did not renew is compared as "no
+/// change" (the model's NotHolder or SteppedDown, which write nothing either).
+async fn renew_one(
+    store: &Store,
+    name: &str,
+    candidate: &str,
+    term: u64,
+    copy: Option<&Lease>,
+) -> tenure::Result<tenure::Applied> {
+    let renewed = store
+        .backend()
+        .renew_many(candidate, &[(name.to_string(), term)])
+        .await?;
+    let now = renewed.now;
+    let op = Op::Renew {
+        candidate: candidate.to_string(),
+        term,
+    };
+    Ok(match renewed.leases.into_iter().next() {
+        Some(lease) => tenure::Applied {
+            now,
+            lease: Some(lease),
+            effect: Effect::Renewed,
+        },
+        None => {
+            // Not renewed: the model must agree that nothing was written.
+            let model = decide(now, name, copy, &op);
+            tenure::Applied {
+                now,
+                lease: copy.cloned(),
+                effect: if model.write {
+                    Effect::NoChange
+                } else {
+                    model.effect
+                },
+            }
+        }
+    })
 }
 
 fn db_err(what: &str, e: tenure::Error) -> TestCaseError {
@@ -221,10 +281,17 @@ async fn run_case(store: &Store, steps: &[Step], stats: &Stats) -> Result<(), Te
             }
             continue;
         };
-        let applied = store
-            .apply(&name, &op, ACTOR)
-            .await
-            .map_err(|e| db_err(&format!("step {i}: apply {op:?}"), e))?;
+        let applied = match &op {
+            Op::Renew { candidate, term } => {
+                renew_one(store, &name, candidate, *term, copy.as_ref())
+                    .await
+                    .map_err(|e| db_err(&format!("step {i}: renew_many {op:?}"), e))?
+            }
+            _ => store
+                .apply(&name, &op, ACTOR)
+                .await
+                .map_err(|e| db_err(&format!("step {i}: apply {op:?}"), e))?,
+        };
         let now = applied.now;
         if let Some(last) = last_now {
             prop_assert!(
@@ -238,6 +305,13 @@ async fn run_case(store: &Store, steps: &[Step], stats: &Stats) -> Result<(), Te
 
         let model = decide(now, &name, copy.as_ref(), &op);
         stats.count(&model.effect);
+        if matches!(op, Op::Renew { .. }) {
+            stats.count_label(if model.effect == Effect::Renewed {
+                "batch renewed"
+            } else {
+                "batch not renewed"
+            });
+        }
         prop_assert_eq!(
             &applied.effect,
             &model.effect,
@@ -375,6 +449,8 @@ fn model_matches(kind: BackendKind) {
         "{kind}: only {takeovers} takeovers of an expired lease: {effects:?}"
     );
     for label in [
+        "batch renewed",
+        "batch not renewed",
         "unavailable",
         "renewed",
         "acquired",

@@ -56,6 +56,16 @@ pub struct Applied {
     pub effect: Effect,
 }
 
+/// The outcome of [`Backend::renew_many`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Renewed {
+    /// The database instant of the renewal.
+    pub now: DbTime,
+    /// The rows that were renewed. Leases asked for but missing here were not: no longer held
+    /// with that term, expired, paused or handed over.
+    pub leases: Vec<Lease>,
+}
+
 /// One or all rows, read together with the database's clock.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Snapshot {
@@ -104,6 +114,14 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// Dropping the future rolls the transaction back unless the commit was already sent, in
     /// which case the effect is unknown (as for any error).
     async fn apply(&self, name: &str, op: &Op, actor: &str) -> Result<Applied>;
+
+    /// Renews the tenures `leases` (name, term) held by `holder`, each with its row's own ttl,
+    /// exactly as [`Op::Renew`] would one by one, in one transaction of a fixed number of
+    /// statements per 5,000 leases (the keep-alive of many held locks).
+    ///
+    /// # Errors
+    /// Database failures; then nothing is known to be renewed.
+    async fn renew_many(&self, holder: &str, leases: &[(String, u64)]) -> Result<Renewed>;
 
     /// Reads one row (an empty `leases` if the name is unknown).
     async fn get(&self, name: &str) -> Result<Snapshot>;

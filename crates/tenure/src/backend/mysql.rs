@@ -49,6 +49,7 @@ pub(crate) fn dialect() -> Dialect {
         now_us: "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))",
         now_with_lock: false,
         for_update: "FOR UPDATE",
+        update_returning: false,
         schema: SCHEMA,
     }
 }

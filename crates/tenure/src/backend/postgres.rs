@@ -53,6 +53,7 @@ pub(crate) fn dialect() -> Dialect {
         now_us: "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT",
         now_with_lock: true,
         for_update: "FOR UPDATE",
+        update_returning: true,
         schema: SCHEMA,
     }
 }

@@ -6,6 +6,7 @@ use crate::error::{Error, Result};
 use crate::model::{DbTime, Lease};
 
 /// How one engine spells the few things that differ.
+#[derive(Clone, Copy)]
 pub(crate) struct Dialect {
     /// Positional parameter `n` (1-based): `$1` or `?`.
     pub param: fn(usize) -> String,
@@ -23,6 +24,8 @@ pub(crate) struct Dialect {
     pub now_with_lock: bool,
     /// The locking clause for the row (empty where the transaction already locks).
     pub for_update: &'static str,
+    /// Whether `UPDATE … RETURNING` exists.
+    pub update_returning: bool,
     /// The DDL, with `{p}` standing for the table prefix.
     pub schema: &'static [&'static str],
 }
@@ -44,7 +47,14 @@ pub(crate) struct Statements {
     pub probe_lease: String,
     pub lease_table: String,
     pub schema_table: String,
+    /// Whether `UPDATE … RETURNING` exists (PostgreSQL, SQLite); else the rows are read back.
+    returning: bool,
+    dialect: Dialect,
 }
+
+/// How many (name, term) pairs one renewal statement carries (two parameters each, well under
+/// every engine's limit).
+pub(crate) const RENEW_CHUNK: usize = 5000;
 
 /// The schema version this build writes and understands.
 pub(crate) const SCHEMA_VERSION: i64 = 1;
@@ -167,7 +177,65 @@ impl Statements {
             probe_lease: format!("SELECT name FROM {lease} WHERE 1 = 0"),
             lease_table: lease,
             schema_table,
+            returning: d.update_returning,
+            dialect: *d,
         }
+    }
+
+    /// The keep-alive of `n` held leases ([`Op::Renew`](crate::model::Op::Renew) for each): an
+    /// `UPDATE` whose parameters are, in order, now, now, holder, now, holder, then `n` (name,
+    /// term) pairs; and, where the engine has no `UPDATE … RETURNING`, a `SELECT` of the renewed
+    /// rows whose parameters are holder, now, then the pairs.
+    pub fn renew(&self, n: usize) -> (String, Option<String>) {
+        let d = &self.dialect;
+        let p = d.param;
+        let pairs = |first: usize| {
+            (0..n)
+                .map(|i| format!("({}, {})", p(first + 2 * i), p(first + 2 * i + 1)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let t = d.text;
+        let cols = format!(
+            "{} AS name, {} AS holder, term, {} AS acquired_us, {} AS renewed_us, \
+             {} AS expires_us, ttl_ms, {} AS metadata, {} AS handover_to, paused",
+            t("name"),
+            t("holder"),
+            (d.to_us)("acquired_at"),
+            (d.to_us)("renewed_at"),
+            (d.to_us)("expires_at"),
+            t("metadata"),
+            t("handover_to"),
+        );
+        let update = format!(
+            "UPDATE {lease} SET renewed_at = {now}, expires_at = {expires}, handover_to = NULL \
+             WHERE holder = {holder} AND expires_at > {now_again} AND NOT paused \
+             AND (handover_to IS NULL OR handover_to = {holder_again}) \
+             AND (name, term) IN ({pairs}){returning}",
+            lease = self.lease_table,
+            now = (d.from_us)(&p(1)),
+            expires = (d.from_us)(&format!("({} + ttl_ms * 1000)", p(2))),
+            holder = p(3),
+            now_again = (d.from_us)(&p(4)),
+            holder_again = p(5),
+            pairs = pairs(6),
+            returning = if self.returning {
+                format!(" RETURNING {cols}")
+            } else {
+                String::new()
+            },
+        );
+        let read_back = (!self.returning).then(|| {
+            format!(
+                "SELECT {cols} FROM {lease} WHERE holder = {} AND renewed_at = {} \
+                 AND (name, term) IN ({})",
+                p(1),
+                (d.from_us)(&p(2)),
+                pairs(3),
+                lease = self.lease_table,
+            )
+        });
+        (update, read_back)
     }
 
     /// The DDL as one script.
@@ -410,6 +478,51 @@ macro_rules! impl_sql_backend {
                         other => return other,
                     }
                 }
+            }
+
+            async fn renew_many(
+                &self,
+                holder: &str,
+                leases: &[(String, u64)],
+            ) -> $crate::error::Result<$crate::backend::Renewed> {
+                use sqlx::Row;
+                let s = &self.stmts;
+                let mut tx = self.pool.begin_with(self.begin).await?;
+                let now = $crate::model::DbTime(
+                    sqlx::query(&s.now)
+                        .fetch_one(&mut *tx)
+                        .await?
+                        .try_get::<i64, _>("now_us")?,
+                );
+                let mut renewed = Vec::with_capacity(leases.len());
+                for chunk in leases.chunks($crate::backend::sql::RENEW_CHUNK) {
+                    let (update, read_back) = s.renew(chunk.len());
+                    let mut query = sqlx::query(&update)
+                        .bind(now.0)
+                        .bind(now.0)
+                        .bind(holder)
+                        .bind(now.0)
+                        .bind(holder);
+                    for (name, term) in chunk {
+                        query = query.bind(name).bind(*term as i64);
+                    }
+                    let rows = match read_back {
+                        None => query.fetch_all(&mut *tx).await?,
+                        Some(select) => {
+                            query.execute(&mut *tx).await?;
+                            let mut query = sqlx::query(&select).bind(holder).bind(now.0);
+                            for (name, term) in chunk {
+                                query = query.bind(name).bind(*term as i64);
+                            }
+                            query.fetch_all(&mut *tx).await?
+                        }
+                    };
+                    for row in &rows {
+                        renewed.push(self.lease_from(row)?);
+                    }
+                }
+                tx.commit().await?;
+                Ok($crate::backend::Renewed { now, leases: renewed })
             }
 
             async fn get(&self, name: &str) -> $crate::error::Result<$crate::backend::Snapshot> {

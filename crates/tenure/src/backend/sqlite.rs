@@ -58,6 +58,7 @@ pub(crate) fn dialect() -> Dialect {
         // BEGIN IMMEDIATE already holds the write lock when the row and clock are read.
         now_with_lock: false,
         for_update: "",
+        update_returning: true,
         schema: SCHEMA,
     }
 }

@@ -96,6 +96,9 @@ pub enum Op {
         ttl_ms: u64,
         metadata: Option<String>,
     },
+    /// Renew the tenure `term` of `candidate` with the row's own ttl, never acquiring: the
+    /// keep-alive of held locks, which backends run for many leases in one statement.
+    Renew { candidate: String, term: u64 },
     /// Give up the tenure `term` of `candidate`; nobody may start before `acquired_at + at_least`.
     Release {
         candidate: String,
@@ -258,6 +261,30 @@ fn decide_row(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Deci
             };
             campaign(now, row, candidate, *ttl_ms, metadata, unchanged, changed)
         }
+        Op::Renew { candidate, term } => match current {
+            Some(row) if row.live_holder(now) == Some(candidate) && row.term == *term => {
+                if row.paused {
+                    return unchanged(Effect::SteppedDown(StepDownReason::Paused));
+                }
+                if let Some(target) = row.handover_to.as_ref().filter(|t| *t != candidate) {
+                    return unchanged(Effect::SteppedDown(StepDownReason::HandoverTo(
+                        target.clone(),
+                    )));
+                }
+                Decision {
+                    lease: Some(Lease {
+                        renewed_at: now,
+                        expires_at: now.plus_ms(row.ttl_ms),
+                        handover_to: None,
+                        ..row.clone()
+                    }),
+                    write: true,
+                    event: None,
+                    effect: Effect::Renewed,
+                }
+            }
+            _ => unchanged(Effect::NotHolder),
+        },
         Op::Release {
             candidate,
             term,

@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
-use tenure::backend::{Applied, Backend, BackendKind, HistoryEntry, RedactedUrl, Snapshot};
+use tenure::backend::{
+    Applied, Backend, BackendKind, HistoryEntry, RedactedUrl, Renewed, Snapshot,
+};
 use tenure::model::{decide, DbTime, Lease, Op};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
@@ -87,6 +89,28 @@ impl Backend for MemoryBackend {
             now,
             lease: decision.lease,
             effect: decision.effect,
+        })
+    }
+
+    async fn renew_many(&self, holder: &str, leases: &[(String, u64)]) -> tenure::Result<Renewed> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let now = self.now();
+        let mut rows = self.rows.lock().unwrap();
+        let mut renewed = vec![];
+        for (name, term) in leases {
+            let op = Op::Renew {
+                candidate: holder.to_string(),
+                term: *term,
+            };
+            let decision = decide(now, name, rows.get(name), &op);
+            if let (true, Some(lease)) = (decision.write, decision.lease) {
+                rows.insert(name.clone(), lease.clone());
+                renewed.push(lease);
+            }
+        }
+        Ok(Renewed {
+            now,
+            leases: renewed,
         })
     }
 
