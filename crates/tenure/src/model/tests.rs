@@ -1026,3 +1026,51 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn renew_keeps_a_held_lease_alive_with_its_own_ttl() {
+    let row = held("a", 5, 0, 0, 10_000);
+    let renew = |candidate: &str, term| Op::Renew {
+        candidate: candidate.to_string(),
+        term,
+    };
+    let d = decide(at(4_000), NAME, Some(&row), &renew("a", 5));
+    assert_eq!(d.effect, Effect::Renewed);
+    assert_eq!(d.event, None);
+    let lease = d.lease.unwrap();
+    assert_eq!(
+        (lease.renewed_at, lease.expires_at, lease.term),
+        (at(4_000), at(14_000), 5)
+    );
+    // Never acquires: not for a stale term, another candidate, or an expired lease.
+    for (who, term, now) in [("a", 4, 4_000), ("b", 5, 4_000), ("a", 5, 10_000)] {
+        let d = decide(at(now), NAME, Some(&row), &renew(who, term));
+        assert_unchanged(&d, Some(&row), Effect::NotHolder);
+    }
+    assert_unchanged(
+        &decide(at(0), NAME, None, &renew("a", 1)),
+        None,
+        Effect::NotHolder,
+    );
+    // Steps down like a campaign would.
+    let paused = Lease {
+        paused: true,
+        ..row.clone()
+    };
+    let d = decide(at(1_000), NAME, Some(&paused), &renew("a", 5));
+    assert_unchanged(
+        &d,
+        Some(&paused),
+        Effect::SteppedDown(StepDownReason::Paused),
+    );
+    let handed = Lease {
+        handover_to: Some("b".to_string()),
+        ..row.clone()
+    };
+    let d = decide(at(1_000), NAME, Some(&handed), &renew("a", 5));
+    assert_unchanged(
+        &d,
+        Some(&handed),
+        Effect::SteppedDown(StepDownReason::HandoverTo("b".to_string())),
+    );
+}
