@@ -48,6 +48,7 @@
 //!   list, history), validated and bounded by a timeout.
 //! - [`Timing`]: the client-side timing model and its safety check.
 //! - [`elector`]: the campaign loop, the role watch and [`LeaderGuard`].
+//! - [`lock`]: cluster locks and semaphores, kept alive in batches.
 //! - [`validate`]: names, candidate ids, table prefixes.
 //!
 //! # Features
@@ -57,6 +58,7 @@ pub mod backend;
 mod config;
 pub mod elector;
 mod error;
+pub mod lock;
 pub mod model;
 mod store;
 pub mod validate;
@@ -67,6 +69,7 @@ pub use backend::{
 pub use config::{Timing, TimingBuilder};
 pub use elector::{Elector, ElectorBuilder, LeaderGuard, Role};
 pub use error::{Error, Result};
+pub use lock::{LockGuard, LockOptions, Locks, Semaphore};
 pub use model::{DbTime, Effect, Lease, Op, StepDownReason};
 pub use store::{LeaderInfo, Store};
 

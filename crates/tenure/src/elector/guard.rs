@@ -3,7 +3,7 @@
 use super::Command;
 use crate::error::{Error, Result};
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
 
@@ -23,6 +23,7 @@ pub struct LeaderGuard {
     pub(super) term: u64,
     pub(super) acquired: Instant,
     pub(super) lost: CancellationToken,
+    pub(super) deadline: watch::Receiver<Instant>,
     /// Weak, so that outstanding guards do not keep a dropped elector's loop alive.
     pub(super) commands: mpsc::WeakSender<Command>,
     /// Dropped with the last clone: tells the elector that this tenure's work has stopped, so
@@ -49,6 +50,12 @@ impl LeaderGuard {
     /// The local instant at which this elector learned it leads.
     pub fn acquired(&self) -> Instant {
         self.acquired
+    }
+
+    /// The local deadline: the latest instant this tenure can last without another renewal.
+    /// Renewals move it; it never lies after the database's expiry.
+    pub fn deadline(&self) -> Instant {
+        *self.deadline.borrow()
     }
 
     /// Completes when this tenure ends: the local deadline passed without a renewal, the

@@ -28,6 +28,8 @@ enum Loss {
 pub(super) struct Tenure {
     term: u64,
     deadline: Instant,
+    /// Publishes `deadline` to the guards.
+    deadline_tx: watch::Sender<Instant>,
     token: CancellationToken,
     /// Completes when every clone of this tenure's guard has been dropped: its work stopped.
     stopped: oneshot::Receiver<()>,
@@ -192,7 +194,10 @@ impl Task {
                 }
                 self.stale_term = None;
                 match &mut self.tenure {
-                    Some(t) => t.deadline = deadline,
+                    Some(t) => {
+                        t.deadline = deadline;
+                        t.deadline_tx.send_replace(deadline);
+                    }
                     None => self.begin(term, deadline, received),
                 }
                 self.set_role(Role::Leader { term, deadline });
@@ -238,9 +243,11 @@ impl Task {
         metrics::gauge!("tenure_term", "name" => name).set(term as f64);
         let token = CancellationToken::new();
         let (alive, stopped) = oneshot::channel();
+        let (deadline_tx, deadline_rx) = watch::channel(deadline);
         self.tenure = Some(Tenure {
             term,
             deadline,
+            deadline_tx,
             token: token.clone(),
             stopped,
             _on_drop: token.clone().drop_guard(),
@@ -251,6 +258,7 @@ impl Task {
             term,
             acquired: now,
             lost: token,
+            deadline: deadline_rx,
             commands: self.command_tx.clone(),
             _alive: Arc::new(alive),
         }));

@@ -5,6 +5,7 @@
 mod common;
 mod elector;
 mod fence;
+mod locks;
 mod ops;
 mod stall;
 
@@ -56,6 +57,13 @@ for_every_backend!([
     elector::local_pause_and_resume,
     elector::cluster_pause_stops_everyone,
     elector::handover_waits_for_the_work_to_stop,
+    locks::lock_excludes_and_release_hands_on,
+    locks::lock_at_least_holds_the_name,
+    locks::lock_stale_release_is_harmless,
+    locks::lock_keep_alive_and_drop,
+    locks::lock_lost_when_paused,
+    locks::lock_election_mode,
+    locks::semaphore_limits_holders,
 ]);
 
 fence_tests!(

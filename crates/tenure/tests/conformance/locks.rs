@@ -1,0 +1,195 @@
+//! Cluster locks and semaphores on one backend.
+
+use crate::common::unique;
+use std::time::Duration;
+use tenure::{Effect, LockOptions, Locks, Store};
+use tokio::time::{sleep, timeout, Instant};
+
+fn holder(store: &Store, id: &str) -> Locks {
+    Locks::with_holder(store.clone(), id).unwrap()
+}
+
+fn short() -> LockOptions {
+    LockOptions::default().at_most(Duration::from_millis(400))
+}
+
+pub async fn lock_excludes_and_release_hands_on(store: Store) {
+    let name = unique("lock");
+    let (a, b) = (holder(&store, "a"), holder(&store, "b"));
+    let guard = a
+        .try_lock(&name, LockOptions::default())
+        .await
+        .unwrap()
+        .expect("free");
+    assert_eq!(guard.term(), 1);
+    assert!(b
+        .try_lock(&name, LockOptions::default())
+        .await
+        .unwrap()
+        .is_none());
+    assert!(
+        a.try_lock(&name, LockOptions::default())
+            .await
+            .unwrap()
+            .is_none(),
+        "a lock already held by this process is not taken twice"
+    );
+    guard.release().await.unwrap();
+    let next = b
+        .try_lock(&name, LockOptions::default())
+        .await
+        .unwrap()
+        .expect("released");
+    assert_eq!(next.term(), 2);
+    let info = store.leader(&name).await.unwrap().unwrap();
+    assert_eq!((info.holder.as_str(), info.term), ("b", 2));
+}
+
+pub async fn lock_at_least_holds_the_name(store: Store) {
+    let name = unique("atleast");
+    let (a, b) = (holder(&store, "a"), holder(&store, "b"));
+    let options = LockOptions::default().at_least(Duration::from_millis(600));
+    let taken = Instant::now();
+    let guard = a.try_lock(&name, options).await.unwrap().unwrap();
+    guard.release().await.unwrap();
+    assert!(
+        b.try_lock(&name, options).await.unwrap().is_none(),
+        "at_least"
+    );
+    let got = b
+        .lock(&name, options, Duration::from_secs(3))
+        .await
+        .unwrap()
+        .expect("free after at_least");
+    assert!(taken.elapsed() >= Duration::from_millis(550));
+    assert_eq!(got.term(), 2);
+}
+
+/// P5 for locks: a stale release leaves the successor untouched.
+pub async fn lock_stale_release_is_harmless(store: Store) {
+    let name = unique("stalelock");
+    let (a, b) = (holder(&store, "a"), holder(&store, "b"));
+    let guard = a
+        .try_lock(&name, short().keep_alive(false))
+        .await
+        .unwrap()
+        .unwrap();
+    timeout(Duration::from_secs(2), guard.lost())
+        .await
+        .expect("no keep-alive: lost at the deadline");
+    guard.forget();
+    sleep(Duration::from_millis(100)).await;
+    let successor = b.try_lock(&name, short()).await.unwrap().expect("expired");
+    assert_eq!(successor.term(), 2);
+    let before = store.get(&name).await.unwrap().leases[0].clone();
+    let stale = store.release(&name, "a", 1, Duration::ZERO).await.unwrap();
+    assert_eq!(stale.effect, Effect::NotHolder);
+    // (The successor's keep-alive may have renewed it meanwhile; nothing else changed.)
+    let after = stale.lease.unwrap();
+    assert_eq!((after.holder, after.term), (before.holder, before.term));
+    assert!(after.expires_at >= before.expires_at);
+    assert!(!successor.is_lost());
+}
+
+/// Keep-alive holds a short lock for many ttls; dropping the guard releases it.
+pub async fn lock_keep_alive_and_drop(store: Store) {
+    let name = unique("keep");
+    let (a, b) = (holder(&store, "a"), holder(&store, "b"));
+    let guard = a.try_lock(&name, short()).await.unwrap().unwrap();
+    for _ in 0..5 {
+        sleep(Duration::from_millis(300)).await;
+        assert!(!guard.is_lost(), "kept alive");
+        assert!(b.try_lock(&name, short()).await.unwrap().is_none());
+    }
+    drop(guard);
+    let next = b
+        .lock(&name, short(), Duration::from_secs(2))
+        .await
+        .unwrap()
+        .expect("dropped guard released the lock");
+    assert_eq!(next.term(), 2);
+    assert_eq!(a.held(), 0);
+}
+
+/// A paused lock is not renewed: its holder learns at the next keep-alive.
+pub async fn lock_lost_when_paused(store: Store) {
+    let name = unique("pausedlock");
+    let a = holder(&store, "a");
+    let guard = a.try_lock(&name, short()).await.unwrap().unwrap();
+    store.pause(&name, "op").await.unwrap();
+    timeout(Duration::from_millis(400), guard.lost())
+        .await
+        .expect("lost at the next keep-alive");
+    assert_eq!(a.held(), 0);
+}
+
+/// Election mode: the same process takes its own live lock again with the same term.
+pub async fn lock_election_mode(store: Store) {
+    let name = unique("election");
+    let (a, b) = (holder(&store, "a"), holder(&store, "b"));
+    let options = LockOptions::default()
+        .at_most(Duration::from_secs(2))
+        .keep_alive(false);
+    let first = a.try_lock(&name, options).await.unwrap().unwrap();
+    let term = first.term();
+    first.forget();
+    assert!(b.try_lock(&name, options).await.unwrap().is_none());
+    let again = a
+        .try_lock(&name, options)
+        .await
+        .unwrap()
+        .expect("own live lock");
+    assert_eq!(again.term(), term, "same tenure continues");
+}
+
+/// A semaphore of 3 with 5 contenders; permits have their own terms; N lowered and raised.
+pub async fn semaphore_limits_holders(store: Store) {
+    let name = unique("sem");
+    let holders: Vec<Locks> = (0..5).map(|i| holder(&store, &format!("h{i}"))).collect();
+    let mut guards = vec![];
+    for locks in &holders {
+        let sem = locks.semaphore(&name, 3).unwrap();
+        guards.push(sem.try_acquire(LockOptions::default()).await.unwrap());
+    }
+    let held: Vec<_> = guards.iter().flatten().collect();
+    assert_eq!(held.len(), 3, "three permits");
+    let mut permits: Vec<&str> = held.iter().map(|g| g.name()).collect();
+    permits.sort();
+    assert_eq!(
+        permits,
+        [
+            format!("{name}#0"),
+            format!("{name}#1"),
+            format!("{name}#2")
+        ]
+    );
+
+    // Lowering N: nobody new gets in while permits 0 and 1 are held; the holder of permit 2
+    // keeps it until it lets go.
+    let late = holders[3].semaphore(&name, 2).unwrap();
+    assert!(late
+        .try_acquire(LockOptions::default())
+        .await
+        .unwrap()
+        .is_none());
+    // Raising N: a new permit at once.
+    let more = holders[4].semaphore(&name, 4).unwrap();
+    let fourth = more
+        .try_acquire(LockOptions::default())
+        .await
+        .unwrap()
+        .expect("permit 3");
+    assert_eq!(fourth.name(), format!("{name}#3"));
+    // A released permit goes to a waiter, with the next term of that permit.
+    let released = guards.iter_mut().find_map(|g| g.take()).unwrap();
+    let (permit, term) = (released.name().to_string(), released.term());
+    released.release().await.unwrap();
+    let sem = holders[3].semaphore(&name, 4).unwrap();
+    let next = sem
+        .acquire(LockOptions::default(), Duration::from_secs(3))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((next.name(), next.term()), (permit.as_str(), term + 1));
+    assert!(holders[0].semaphore(&name, 0).is_err());
+}
