@@ -530,10 +530,11 @@ async fn changed(
 /// The keep-alive task: every renew interval (the shortest among the held locks), one batched
 /// renewal of every held lock; a lock not renewed, or whose deadline passes, is lost.
 async fn keep_alive(inner: Weak<Inner>, wake: Arc<Notify>) {
+    // When the next batch is due. A lock just taken is fresh: taking one only brings the next
+    // batch forward if its renew interval is shorter, it never triggers a batch by itself.
+    let mut next_batch: Option<Instant> = None;
     loop {
-        let Some(strong) = inner.upgrade() else {
-            return;
-        };
+        let Some(strong) = inner.upgrade() else { return };
         let now = Instant::now();
         let (batch, tick, earliest) = {
             let mut held = strong.held.lock().expect("lock table");
@@ -551,14 +552,16 @@ async fn keep_alive(inner: Weak<Inner>, wake: Arc<Notify>) {
             let earliest = held.values().map(|h| *h.deadline.borrow()).min();
             (batch, tick, earliest)
         };
-        let next_tick = match tick {
-            Some(tick) if !batch.is_empty() => {
+        next_batch = match (tick, next_batch) {
+            (None, _) => None,
+            (Some(tick), Some(due)) if now >= due => {
                 renew(&strong, &batch).await;
                 Some(now + tick)
             }
-            _ => None,
+            (Some(tick), Some(due)) => Some(due.min(now + tick)),
+            (Some(tick), None) => Some(now + tick),
         };
-        let wake_at = match (next_tick, earliest) {
+        let wake_at = match (next_batch, earliest) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };

@@ -88,6 +88,14 @@ impl MySqlBackend {
         let pool = MySqlPoolOptions::new()
             .after_connect(move |conn, _| {
                 Box::pin(async move {
+                    // READ COMMITTED: a row is locked and read at its latest version anyway,
+                    // and REPEATABLE READ's gap locks make creators of *different* new names
+                    // deadlock each other.
+                    sqlx::Executor::execute(
+                        &mut *conn,
+                        "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+                    )
+                    .await?;
                     let lock_wait = format!("SET SESSION innodb_lock_wait_timeout = {session_s}");
                     sqlx::Executor::execute(&mut *conn, lock_wait.as_str()).await?;
                     let idle = format!("SET SESSION idle_transaction_timeout = {session_s}");

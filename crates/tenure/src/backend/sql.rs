@@ -471,9 +471,11 @@ macro_rules! impl_sql_backend {
                     attempt += 1;
                     match self.apply_once(name, op, actor).await {
                         Err($crate::error::Error::Database(e))
-                            if attempt < 4 && $crate::backend::sql::is_retryable(&e) =>
+                            if attempt < 8 && $crate::backend::sql::is_retryable(&e) =>
                         {
                             tracing::debug!(name, error = %e, "transient conflict; retrying");
+                            let pause = rand::random::<u64>() % (2 * attempt as u64 + 1);
+                            tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
                         }
                         other => return other,
                     }

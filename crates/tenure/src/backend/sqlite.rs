@@ -90,14 +90,11 @@ impl SqliteBackend {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(options.timeout);
-        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
         let pool = SqlitePoolOptions::new()
-            // Each connection to `:memory:` would be its own database.
-            .max_connections(if in_memory {
-                1
-            } else {
-                options.max_connections
-            })
+            // One connection: SQLite has one writer at a time anyway, and the pool's queue is
+            // first come, first served, where writers contending through `busy_timeout` poll
+            // and can starve one another. (It also keeps `:memory:` one database.)
+            .max_connections(1)
             .acquire_timeout(options.timeout)
             .connect_with(connect)
             .await

@@ -9,8 +9,9 @@ fn holder(store: &Store, id: &str) -> Locks {
     Locks::with_holder(store.clone(), id).unwrap()
 }
 
+/// 1 s: renewed every 250 ms.
 fn short() -> LockOptions {
-    LockOptions::default().at_most(Duration::from_millis(400))
+    LockOptions::default().at_most(Duration::from_secs(1))
 }
 
 pub async fn lock_excludes_and_release_hands_on(store: Store) {
@@ -97,7 +98,7 @@ pub async fn lock_keep_alive_and_drop(store: Store) {
     let (a, b) = (holder(&store, "a"), holder(&store, "b"));
     let guard = a.try_lock(&name, short()).await.unwrap().unwrap();
     for _ in 0..5 {
-        sleep(Duration::from_millis(300)).await;
+        sleep(Duration::from_millis(600)).await;
         assert!(!guard.is_lost(), "kept alive");
         assert!(b.try_lock(&name, short()).await.unwrap().is_none());
     }
@@ -117,7 +118,7 @@ pub async fn lock_lost_when_paused(store: Store) {
     let a = holder(&store, "a");
     let guard = a.try_lock(&name, short()).await.unwrap().unwrap();
     store.pause(&name, "op").await.unwrap();
-    timeout(Duration::from_millis(400), guard.lost())
+    timeout(Duration::from_millis(1000), guard.lost())
         .await
         .expect("lost at the next keep-alive");
     assert_eq!(a.held(), 0);

@@ -1,0 +1,104 @@
+//! 10,000 held locks are kept alive with one batched renewal per renew interval, on every
+//! backend: the number of database calls is counted, and every lease is seen renewed.
+
+mod common;
+
+use common::counting::Counting;
+use std::sync::Arc;
+use std::time::Duration;
+use tenure::{BackendKind, LockOptions, Locks, Store, StoreOptions};
+use tokio::time::Instant;
+
+const LOCKS: usize = 10_000;
+/// Renewed every ttl/4 = 2 s.
+const TTL: Duration = Duration::from_secs(8);
+
+async fn ten_thousand_locks(kind: BackendKind) {
+    // SQLite's file goes to memory-backed storage where there is one: taking 10,000 locks is
+    // 10,000 commits, each an fsync with `synchronous=FULL`, and what this test measures is
+    // the renewal, not the disk.
+    let url = match kind {
+        BackendKind::Sqlite if std::path::Path::new("/dev/shm").is_dir() => {
+            format!("sqlite:///dev/shm/{}.db", common::unique("tenure-scale"))
+        }
+        _ => common::url_for(kind),
+    };
+    let prefix = format!("s{}_", common::unique("p").replace('-', "_").to_lowercase());
+    let options = StoreOptions::default()
+        .table_prefix(&prefix)
+        .timeout(Duration::from_secs(20));
+    let Some(store) = common::connect(kind, &url, options).await else {
+        return;
+    };
+    let counting = Arc::new(Counting::new(store.backend().clone()));
+    let store = Store::from_backend(counting.clone(), Duration::from_secs(20));
+    let locks = Locks::with_holder(store.clone(), "scale").unwrap();
+    let options = LockOptions::default().at_most(TTL);
+
+    let started = Instant::now();
+    let names: Vec<String> = (0..LOCKS).map(|i| format!("lock-{i:05}")).collect();
+    // Eight workers, one per pooled connection, each taking its share one by one.
+    let workers: Vec<_> = names
+        .chunks(LOCKS / 8)
+        .map(|chunk| {
+            let (locks, chunk) = (locks.clone(), chunk.to_vec());
+            tokio::spawn(async move {
+                let mut guards = Vec::with_capacity(chunk.len());
+                for name in chunk {
+                    guards.push(
+                        locks
+                            .try_lock(&name, options)
+                            .await
+                            .unwrap()
+                            .expect("free lock"),
+                    );
+                }
+                guards
+            })
+        })
+        .collect();
+    let mut guards = Vec::with_capacity(LOCKS);
+    for w in workers {
+        guards.extend(w.await.unwrap());
+    }
+    eprintln!("{kind}: took {LOCKS} locks in {:?}", started.elapsed());
+    assert_eq!(locks.held(), LOCKS);
+
+    // Watch three renew intervals.
+    let (applies, batches) = (counting.applies(), counting.batches());
+    let window_start = store.list().await.unwrap().now;
+    tokio::time::sleep(TTL / 4 * 3 + Duration::from_millis(500)).await;
+    let (applies, batches) = (counting.applies() - applies, counting.batches() - batches);
+    eprintln!(
+        "{kind}: {batches} keep-alive calls and {applies} single-lock calls in 3.5 renew intervals for {LOCKS} locks"
+    );
+    assert_eq!(applies, 0, "no per-lock statements");
+    assert!(
+        (3..=4).contains(&batches),
+        "one batch per renew interval, got {batches}"
+    );
+    assert!(guards.iter().all(|g| !g.is_lost()), "every lock still held");
+    let snapshot = store.list().await.unwrap();
+    let renewed = snapshot
+        .leases
+        .iter()
+        .filter(|l| l.holder.as_deref() == Some("scale") && l.renewed_at > window_start)
+        .count();
+    assert_eq!(renewed, LOCKS, "every lease renewed in the window");
+    drop(guards);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_locks_sqlite() {
+    ten_thousand_locks(BackendKind::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_locks_postgres() {
+    ten_thousand_locks(BackendKind::Postgres).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_locks_mysql() {
+    ten_thousand_locks(BackendKind::MySql).await;
+}
