@@ -51,12 +51,13 @@ pub async fn demote(global: &Global, args: DemoteArgs) -> Outcome {
     check_global(global)?;
     check_name(&args.name)?;
     let store = database::connect(global).await?;
-    if args.now {
+    let applied = store.demote(&args.name, args.now, &actor()).await?;
+    // Said once it happened, so that a refused demote prints only its one-line error.
+    if args.now && applied.effect != Effect::NoChange {
         tracing::warn!(
-            "--now ends the lease at once: unsafe unless the leader's writes are fenced"
+            "--now ended the lease at once: unsafe unless the leader's writes are fenced"
         );
     }
-    let applied = store.demote(&args.name, args.now, &actor()).await?;
     let said = match (&applied.effect, args.now) {
         (Effect::NoChange, _) => format!("{}: nobody to demote", args.name),
         (_, false) => format!(
@@ -73,14 +74,14 @@ pub async fn handover(global: &Global, args: HandoverArgs) -> Outcome {
     check_name(&args.name)?;
     tenure::validate::candidate(&args.candidate)?;
     let store = database::connect(global).await?;
-    if args.now {
-        tracing::warn!(
-            "--now installs the new leader at once: the old one may overlap for up to one renew interval; unsafe unless writes are fenced"
-        );
-    }
     let applied = store
         .handover(&args.name, &args.candidate, args.now, &actor())
         .await?;
+    if applied.effect == Effect::Forced {
+        tracing::warn!(
+            "--now installed the new leader at once: the old one may overlap for up to one renew interval; unsafe unless writes are fenced"
+        );
+    }
     let said = match &applied.effect {
         Effect::NoChange => format!(
             "{}: {} already leads or is already the handover target",

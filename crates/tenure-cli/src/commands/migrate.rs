@@ -7,9 +7,13 @@ use crate::exit::{Outcome, OK};
 
 pub async fn migrate(global: &Global, args: MigrateArgs) -> Outcome {
     check_global(global)?;
-    let url = database::url(global)?;
     if args.print {
-        let kind = tenure::BackendKind::from_url(&url)?;
+        // No connection and no side effect: the default database is an SQLite file, whose
+        // directory is only created when something connects.
+        let kind = match &global.database_url {
+            Some(url) => tenure::BackendKind::from_url(url)?,
+            None => tenure::BackendKind::Sqlite,
+        };
         print!(
             "{}",
             tenure::backend::schema_script(kind, &global.table_prefix)?

@@ -15,11 +15,29 @@ struct Change {
     lease: Option<LeaseJson>,
 }
 
-/// What makes a change worth a line: not the countdown of the time left.
-fn key(lease: &Option<LeaseJson>) -> Option<(Option<String>, u64, bool, Option<String>)> {
-    lease
-        .as_ref()
-        .map(|l| (l.holder.clone(), l.term, l.paused, l.handover_to.clone()))
+/// What makes a change worth a line: who leads (or that nobody does), the term, pause and
+/// handover, the leader's metadata (e.g. a new address), and while nobody leads, until when
+/// nobody may start (`demote --now` cuts that short). Not the countdown of the time left, nor
+/// the expiry a renewal pushes on.
+#[derive(PartialEq, Eq)]
+struct Key {
+    holder: Option<String>,
+    term: u64,
+    paused: bool,
+    handover_to: Option<String>,
+    metadata: Option<String>,
+    vacant_until: Option<String>,
+}
+
+fn key(lease: &Option<LeaseJson>) -> Option<Key> {
+    lease.as_ref().map(|l| Key {
+        holder: l.holder.clone(),
+        term: l.term,
+        paused: l.paused,
+        handover_to: l.handover_to.clone(),
+        metadata: l.metadata.clone(),
+        vacant_until: l.holder.is_none().then(|| l.expires_at.clone()),
+    })
 }
 
 pub async fn watch(global: &Global, args: WatchArgs) -> Outcome {

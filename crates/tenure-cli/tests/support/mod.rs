@@ -1,0 +1,562 @@
+//! Shared helpers for the integration tests of the `tenure` binary.
+//!
+//! - [`tenure`]: the real binary as a [`Command`], with an environment that cannot leak into the
+//!   user's own state (no inherited `TENURE_*` variables; `XDG_STATE_HOME` points into a
+//!   temporary directory of this test process).
+//! - [`TestDb`]: one database per test: a fresh SQLite file, or a fresh table prefix on the
+//!   PostgreSQL / MariaDB servers named by `TENURE_TEST_POSTGRES_URL` / `TENURE_TEST_MYSQL_URL`.
+//!   When a server is unreachable the test prints `SKIPPED: …` and returns, unless `CI=true`,
+//!   where that is a failure.
+//! - [`run`] / [`Background`]: run the binary to completion (bounded), or in the background with
+//!   its stdout read line by line.
+//! - Raw row counts and table cleanup through the library's own connection pools.
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+pub use tenure::BackendKind;
+use tenure::{Store, StoreOptions};
+
+/// The three backends, in the order tests usually visit them.
+pub const KINDS: [BackendKind; 3] = [
+    BackendKind::Sqlite,
+    BackendKind::Postgres,
+    BackendKind::MySql,
+];
+
+/// How long a command run by [`run`] may take before the test fails.
+pub const RUN_LIMIT: Duration = Duration::from_secs(30);
+
+pub fn postgres_url() -> String {
+    std::env::var("TENURE_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string())
+}
+
+pub fn mysql_url() -> String {
+    std::env::var("TENURE_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_string())
+}
+
+/// Whether an unreachable server must fail the test instead of skipping it.
+pub fn under_ci() -> bool {
+    std::env::var("CI").as_deref() == Ok("true")
+}
+
+/// A token no other call in this test run returns: lower-case letters and digits.
+pub fn token() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{}{}{}",
+        base36(u64::from(std::process::id())),
+        base36(n),
+        base36(u64::from(nanos) % 36u64.pow(4))
+    )
+}
+
+fn base36(mut n: u64) -> String {
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).expect("ascii")
+}
+
+/// A name (election, candidate, …) unique in this test run: `<label>-<token>`.
+pub fn unique(label: &str) -> String {
+    format!("{label}-{}", token())
+}
+
+/// A fresh table prefix: lower case (PostgreSQL folds unquoted names), well within the
+/// `^[A-Za-z_][A-Za-z0-9_]{0,40}$` rule.
+pub fn fresh_prefix() -> String {
+    format!("tc{}_", token())
+}
+
+/// `XDG_STATE_HOME` for commands run without a database URL, so that they never reach the
+/// user's own database. Not created here: only a command that uses the default makes it.
+pub fn scratch_state_home() -> PathBuf {
+    std::env::temp_dir().join(format!("tenure-cli-test-{}-state", std::process::id()))
+}
+
+/// The `tenure` binary with a clean environment: no inherited `TENURE_DATABASE_URL`,
+/// `TENURE_TABLE_PREFIX` or `TENURE_LOG`, `XDG_STATE_HOME` in a scratch directory (so a command
+/// without `--database-url` never touches the user's own database), stdin closed.
+pub fn tenure() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tenure"));
+    c.env_remove("TENURE_DATABASE_URL")
+        .env_remove("TENURE_TABLE_PREFIX")
+        .env_remove("TENURE_LOG")
+        .env("XDG_STATE_HOME", scratch_state_home())
+        .stdin(Stdio::null());
+    c
+}
+
+/// What a finished command printed, and how it ended.
+#[derive(Debug)]
+pub struct Output {
+    /// The exit code (`None` if killed by a signal).
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub took: Duration,
+}
+
+impl Output {
+    /// stdout as one JSON value (the `--json` answer of a read or admin command).
+    pub fn json(&self) -> Value {
+        serde_json::from_str(self.stdout.trim_end()).unwrap_or_else(|e| {
+            panic!("stdout is not one JSON value ({e}):\n{self}");
+        })
+    }
+
+    /// The lines of stderr that carry a message: without the `tenure: database …` banner,
+    /// blank lines and clap's `For more information, try '--help'.` hint.
+    pub fn message_lines(&self) -> Vec<&str> {
+        self.stderr
+            .lines()
+            .filter(|l| {
+                !l.trim().is_empty()
+                    && !l.starts_with("tenure: database ")
+                    && !l.starts_with("For more information, try")
+            })
+            .collect()
+    }
+
+    /// The `tenure: database …` banner, if printed.
+    pub fn banner(&self) -> Option<&str> {
+        self.stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("tenure: database "))
+    }
+
+    /// Panics (showing everything) unless the command exited with `code`.
+    pub fn expect_code(&self, code: i32) -> &Output {
+        assert_eq!(self.code, Some(code), "unexpected exit code:\n{self}");
+        self
+    }
+}
+
+impl std::fmt::Display for Output {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {:?} after {:?}\n--- stdout\n{}--- stderr\n{}---",
+            self.code, self.took, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs `command` to completion (at most [`RUN_LIMIT`], then it is killed and the test fails).
+pub fn run(command: &mut Command) -> Output {
+    let started = Instant::now();
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tenure");
+    let out = drain(child.stdout.take().expect("stdout"));
+    let err = drain(child.stderr.take().expect("stderr"));
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > RUN_LIMIT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{command:?} did not finish within {RUN_LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    Output {
+        code: status.code(),
+        stdout: out.join().expect("stdout reader"),
+        stderr: err.join().expect("stderr reader"),
+        took: started.elapsed(),
+    }
+}
+
+fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = pipe.read_to_end(&mut bytes);
+        String::from_utf8_lossy(&bytes).into_owned()
+    })
+}
+
+/// A command running in the background, its stdout read line by line; killed when dropped.
+pub struct Background {
+    child: Child,
+    lines: Receiver<String>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Background {
+    pub fn spawn(command: &mut Command) -> Background {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn tenure");
+        let (tx, lines) = mpsc::channel();
+        let stdout = child.stdout.take().expect("stdout");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&stderr);
+        let pipe = child.stderr.take().expect("stderr");
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let mut s = sink.lock().expect("stderr lock");
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
+        Background {
+            child,
+            lines,
+            stderr,
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        i32::try_from(self.child.id()).expect("pid")
+    }
+
+    /// The next stdout line, waiting at most `timeout`; `None` on timeout or end of output.
+    pub fn next_line(&self, timeout: Duration) -> Option<String> {
+        self.lines.recv_timeout(timeout).ok()
+    }
+
+    /// Everything printed on stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().expect("stderr lock").clone()
+    }
+
+    /// Sends `signal` to the process.
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), signal).expect("kill");
+    }
+
+    /// Waits at most `timeout` for the process to exit.
+    pub fn wait_timeout(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A database of one test: a fresh SQLite file (in a temporary directory), or a fresh table
+/// prefix on a PostgreSQL / MariaDB server. Nothing is created until asked: the SQLite file
+/// does not exist and the prefix has no tables until a command or [`TestDb::store`] makes them.
+pub struct TestDb {
+    pub kind: BackendKind,
+    pub url: String,
+    pub prefix: String,
+    raw: Raw,
+    dir: tempfile::TempDir,
+}
+
+enum Raw {
+    Postgres(tenure::backend::postgres::PostgresBackend),
+    MySql(tenure::backend::mysql::MySqlBackend),
+    Sqlite(PathBuf),
+}
+
+impl TestDb {
+    /// A database for one test on `kind`, or `None` (after printing `SKIPPED: …`) when the
+    /// server is unreachable and `CI` is not `true`; under CI that panics.
+    pub async fn new(kind: BackendKind) -> Option<TestDb> {
+        let dir = tempfile::Builder::new()
+            .prefix("tenure-cli-test-")
+            .tempdir()
+            .expect("temp dir");
+        let prefix = fresh_prefix();
+        // Connecting a backend directly neither creates nor checks tables.
+        let options = StoreOptions::default()
+            .table_prefix(prefix.clone())
+            .timeout(Duration::from_secs(5));
+        let (url, raw) = match kind {
+            BackendKind::Postgres => {
+                let url = postgres_url();
+                match tenure::backend::postgres::PostgresBackend::connect(&url, &options).await {
+                    Ok(b) => (url, Raw::Postgres(b)),
+                    Err(e) => return unreachable(kind, e),
+                }
+            }
+            BackendKind::MySql => {
+                let url = mysql_url();
+                match tenure::backend::mysql::MySqlBackend::connect(&url, &options).await {
+                    Ok(b) => (url, Raw::MySql(b)),
+                    Err(e) => return unreachable(kind, e),
+                }
+            }
+            _ => {
+                let path = dir.path().join(format!("{}.db", token()));
+                (format!("sqlite://{}", path.display()), Raw::Sqlite(path))
+            }
+        };
+        Some(TestDb {
+            kind,
+            url,
+            prefix,
+            raw,
+            dir,
+        })
+    }
+
+    /// A temporary directory that lives as long as this database.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Store options for this database (its prefix, tables created on first use).
+    pub fn options(&self) -> StoreOptions {
+        StoreOptions::default()
+            .table_prefix(self.prefix.clone())
+            .timeout(Duration::from_secs(10))
+    }
+
+    /// A library store on this database (creates the tables).
+    pub async fn store(&self) -> Store {
+        Store::connect_with(&self.url, self.options())
+            .await
+            .unwrap_or_else(|e| panic!("connect {}: {e}", self.kind))
+    }
+
+    /// `tenure` on this database (`TENURE_DATABASE_URL` and `TENURE_TABLE_PREFIX` set; flags on
+    /// the command line override them).
+    pub fn tenure(&self) -> Command {
+        let mut c = tenure();
+        c.env("TENURE_DATABASE_URL", &self.url)
+            .env("TENURE_TABLE_PREFIX", &self.prefix);
+        c
+    }
+
+    /// Runs `tenure ARGS…` on this database.
+    pub fn run(&self, args: &[&str]) -> Output {
+        run(self.tenure().args(args))
+    }
+
+    /// Whether the SQLite file exists (always `true` for the servers).
+    pub fn file_exists(&self) -> bool {
+        match &self.raw {
+            Raw::Sqlite(path) => path.exists(),
+            _ => true,
+        }
+    }
+
+    /// Rows in `<prefix><table>` (`lease`, `history`, `schema`), or `None` if it does not
+    /// exist. Never creates anything (not even the SQLite file).
+    pub async fn rows(&self, table: &str) -> Option<i64> {
+        let table = format!("{}{table}", self.prefix);
+        match &self.raw {
+            Raw::Postgres(b) => {
+                let exists: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM information_schema.tables \
+                     WHERE table_schema = current_schema() AND table_name = $1",
+                )
+                .bind(&table)
+                .fetch_one(b.pool())
+                .await
+                .expect("information_schema");
+                if exists == 0 {
+                    return None;
+                }
+                Some(
+                    sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
+                        .fetch_one(b.pool())
+                        .await
+                        .expect("count"),
+                )
+            }
+            Raw::MySql(b) => {
+                let exists: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM information_schema.tables \
+                     WHERE table_schema = DATABASE() AND table_name = ?",
+                )
+                .bind(&table)
+                .fetch_one(b.pool())
+                .await
+                .expect("information_schema");
+                if exists == 0 {
+                    return None;
+                }
+                Some(
+                    sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
+                        .fetch_one(b.pool())
+                        .await
+                        .expect("count"),
+                )
+            }
+            Raw::Sqlite(path) => {
+                if !path.exists() {
+                    return None;
+                }
+                use sqlx::Connection;
+                let mut conn = sqlx::SqliteConnection::connect(&format!(
+                    "sqlite://{}?mode=ro",
+                    path.display()
+                ))
+                .await
+                .expect("open sqlite file");
+                let exists: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?",
+                )
+                .bind(&table)
+                .fetch_one(&mut conn)
+                .await
+                .expect("sqlite_master");
+                if exists == 0 {
+                    return None;
+                }
+                Some(
+                    sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
+                        .fetch_one(&mut conn)
+                        .await
+                        .expect("count"),
+                )
+            }
+        }
+    }
+
+    /// Panics unless the lease and history tables of this prefix are absent or empty.
+    pub async fn assert_untouched(&self, context: &str) {
+        for table in ["lease", "history"] {
+            let rows = self.rows(table).await;
+            assert!(
+                matches!(rows, None | Some(0)),
+                "{context}: {}{table} on {} has {rows:?} rows",
+                self.prefix,
+                self.kind
+            );
+        }
+    }
+
+    /// Runs a script of statements (e.g. `tenure migrate --print`) on this database.
+    pub async fn execute_script(&self, script: &str) {
+        match &self.raw {
+            Raw::Postgres(b) => {
+                sqlx::raw_sql(script)
+                    .execute(b.pool())
+                    .await
+                    .expect("script");
+            }
+            Raw::MySql(b) => {
+                sqlx::raw_sql(script)
+                    .execute(b.pool())
+                    .await
+                    .expect("script");
+            }
+            Raw::Sqlite(path) => {
+                use sqlx::Connection;
+                let mut conn = sqlx::SqliteConnection::connect(&format!(
+                    "sqlite://{}?mode=rwc",
+                    path.display()
+                ))
+                .await
+                .expect("open sqlite file");
+                sqlx::raw_sql(script)
+                    .execute(&mut conn)
+                    .await
+                    .expect("script");
+            }
+        }
+    }
+
+    /// Drops this prefix's tables on the servers (the SQLite file goes with its directory).
+    /// Call it at the end of a test; a failed test leaves its tables for inspection.
+    pub async fn drop_tables(&self) {
+        for table in ["lease", "history", "schema"] {
+            let sql = format!("DROP TABLE IF EXISTS {}{table}", self.prefix);
+            match &self.raw {
+                Raw::Postgres(b) => {
+                    sqlx::query(&sql).execute(b.pool()).await.expect("drop");
+                }
+                Raw::MySql(b) => {
+                    sqlx::query(&sql).execute(b.pool()).await.expect("drop");
+                }
+                Raw::Sqlite(_) => {}
+            }
+        }
+    }
+}
+
+fn unreachable<T>(kind: BackendKind, error: tenure::Error) -> Option<T> {
+    if under_ci() {
+        panic!("{kind} server not reachable under CI=true: {error}");
+    }
+    eprintln!("SKIPPED: {kind} server not reachable ({error}); set CI=true to make this fail");
+    None
+}
+
+/// The set of keys of a JSON object.
+pub fn keys(value: &Value) -> BTreeSet<&str> {
+    value
+        .as_object()
+        .unwrap_or_else(|| panic!("not a JSON object: {value}"))
+        .keys()
+        .map(String::as_str)
+        .collect()
+}
+
+/// Panics unless `value` is an object with exactly `expected` as keys.
+pub fn assert_keys(value: &Value, expected: &[&str]) {
+    let expected: BTreeSet<&str> = expected.iter().copied().collect();
+    assert_eq!(keys(value), expected, "keys of {value}");
+}
+
+/// Parses an RFC 3339 UTC timestamp (`…Z`) as tenure prints it.
+pub fn rfc3339(value: &Value) -> chrono::DateTime<chrono::Utc> {
+    let text = value
+        .as_str()
+        .unwrap_or_else(|| panic!("not a timestamp string: {value}"));
+    assert!(text.ends_with('Z'), "not UTC: {text}");
+    chrono::DateTime::parse_from_rfc3339(text)
+        .unwrap_or_else(|e| panic!("not RFC 3339 ({e}): {text}"))
+        .with_timezone(&chrono::Utc)
+}
+
+/// A database instant as tenure prints it (RFC 3339, UTC, milliseconds).
+pub fn db_time(t: tenure::DbTime) -> String {
+    t.to_utc()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
