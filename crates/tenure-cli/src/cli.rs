@@ -78,6 +78,10 @@ pub enum LogFormat {
 pub enum Command {
     /// Campaign for NAME and run CMD while this process leads.
     Run(RunArgs),
+    /// Run CMD under the cluster lock NAME (or one of N permits with -n N).
+    Lock(LockArgs),
+    /// Run CMD on every tick of a schedule, on exactly one node of all that run this line.
+    Every(EveryArgs),
     /// Show who leads NAME.
     Leader(LeaderArgs),
     /// Show every name: holder, term, since, time left, paused, handover target.
@@ -128,6 +132,63 @@ pub struct RunArgs {
     /// Give up if not elected within this long.
     #[arg(long, value_parser = duration)]
     pub timeout: Option<Duration>,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct LockArgs {
+    /// The lock's name.
+    pub name: String,
+    /// How long a crashed holder keeps the lock (renewed every ttl/4 while CMD runs).
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub ttl: Duration,
+    /// The lock stays unavailable until this long after it was taken, even once released.
+    #[arg(long, default_value = "0s", value_parser = duration)]
+    pub at_least: Duration,
+    /// A semaphore: up to N holders at once (permit i is the lease NAME#i).
+    #[arg(short = 'n', long = "permits", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub permits: u32,
+    /// How long CMD gets between SIGTERM and SIGKILL when the lock is lost. Default: ttl/10.
+    #[arg(long, value_parser = duration)]
+    pub grace: Option<Duration>,
+    /// Holder id. Default: <hostname>-<pid>-<4 random chars>.
+    #[arg(long)]
+    pub candidate: Option<String>,
+    /// Give up at once if the lock is held.
+    #[arg(long, conflicts_with = "timeout")]
+    pub no_wait: bool,
+    /// Give up if the lock is not free within this long.
+    #[arg(long, value_parser = duration)]
+    pub timeout: Option<Duration>,
+    /// The command and its arguments.
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct EveryArgs {
+    /// `DUR NAME` — the interval (e.g. 1s or 5m; ticks fall on multiples of it since the Unix
+    /// epoch, by the database's clock) and the schedule's name (also its election's); or just
+    /// `NAME` with --cron.
+    #[arg(required = true, num_args = 1..=2, value_name = "DUR] [NAME")]
+    pub schedule: Vec<String>,
+    /// A cron expression (UTC, with seconds: "0 */5 * * * *") instead of an interval.
+    #[arg(long)]
+    pub cron: Option<String>,
+    /// Lease ttl of the election.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub ttl: Duration,
+    /// How long CMD gets between SIGTERM and SIGKILL when leadership ends. Default: ttl/10.
+    #[arg(long, value_parser = duration)]
+    pub grace: Option<Duration>,
+    /// Candidate id. Default: <hostname>-<pid>-<4 random chars>.
+    #[arg(long)]
+    pub candidate: Option<String>,
+    /// At most this many missed ticks are run after an outage; older ones are skipped.
+    #[arg(long, default_value_t = 10)]
+    pub catch_up: u32,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -185,4 +246,15 @@ pub struct MigrateArgs {
     /// Print the DDL instead of running it (needs no connection).
     #[arg(long)]
     pub print: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
 }

@@ -5,12 +5,14 @@
 //! - `exit`: exit codes and the one-line failures that carry them.
 //! - `database`: which database (default: an SQLite file in the state directory), connecting.
 //! - `output`: human and JSON renderings.
-//! - `commands/`: one file per command; `run` supervises a child with `supervise`.
+//! - `commands/`: one file per command.
+//! - `lead`: running a command while a tenure is held; `supervise`: its process group.
 
 mod cli;
 mod commands;
 mod database;
 mod exit;
+mod lead;
 mod logging;
 mod output;
 mod supervise;

@@ -49,6 +49,7 @@
 //! - [`Timing`]: the client-side timing model and its safety check.
 //! - [`elector`]: the campaign loop, the role watch and [`LeaderGuard`].
 //! - [`lock`]: cluster locks and semaphores, kept alive in batches.
+//! - [`schedule`]: leader-only schedules with the last completed tick in the database.
 //! - [`validate`]: names, candidate ids, table prefixes.
 //!
 //! # Features
@@ -60,6 +61,7 @@ pub mod elector;
 mod error;
 pub mod lock;
 pub mod model;
+pub mod schedule;
 mod store;
 pub mod validate;
 
@@ -71,6 +73,7 @@ pub use elector::{Elector, ElectorBuilder, LeaderGuard, Role};
 pub use error::{Error, Result};
 pub use lock::{LockGuard, LockOptions, Locks, Semaphore};
 pub use model::{DbTime, Effect, Lease, Op, StepDownReason};
+pub use schedule::{Cadence, Schedule, Tick};
 pub use store::{LeaderInfo, Store};
 
 /// The README's Rust examples compile as doc tests.

@@ -2,8 +2,10 @@
 //! input changes nothing.
 
 mod admin;
+mod every;
 mod history;
 mod leader;
+mod lock;
 mod migrate;
 mod run;
 mod status;
@@ -16,6 +18,8 @@ pub async fn dispatch(cli: Cli) -> Outcome {
     let global = &cli.global;
     match cli.command {
         Command::Run(args) => run::run(global, args).await,
+        Command::Lock(args) => lock::lock(global, args).await,
+        Command::Every(args) => every::every(global, args).await,
         Command::Leader(args) => leader::leader(global, args).await,
         Command::Status => status::status(global).await,
         Command::Watch(args) => watch::watch(global, args).await,

@@ -12,6 +12,8 @@
 //! - Raw row counts and table cleanup through the library's own connection pools.
 #![allow(dead_code)]
 
+pub mod child;
+
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read};

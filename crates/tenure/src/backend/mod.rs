@@ -123,6 +123,19 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// Database failures; then nothing is known to be renewed.
     async fn renew_many(&self, holder: &str, leases: &[(String, u64)]) -> Result<Renewed>;
 
+    /// The last completed tick of the schedule `name` (milliseconds since the epoch), if any,
+    /// with the database's clock.
+    async fn last_tick(&self, name: &str) -> Result<(Option<i64>, DbTime)>;
+
+    /// Records tick `tick_ms` of the schedule `name` as completed, fenced: in one transaction
+    /// that first checks (and share-locks) that `holder` still holds `term` of the lease
+    /// `name`. Returns `false` if that tick (or a later one) was already recorded.
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`](crate::Error::LeaseLost) if the lease is not held with that term;
+    /// database errors.
+    async fn complete_tick(&self, name: &str, holder: &str, term: u64, tick_ms: i64) -> Result<bool>;
+
     /// Reads one row (an empty `leases` if the name is unknown).
     async fn get(&self, name: &str) -> Result<Snapshot>;
 

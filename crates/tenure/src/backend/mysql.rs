@@ -37,6 +37,13 @@ const SCHEMA: &[&str] = &[
     detail TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
     INDEX {p}history_name_at (name, at)
 ) ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS {p}tick (
+    name VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
+    last_tick_ms BIGINT NOT NULL,
+    term BIGINT NOT NULL,
+    holder VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    completed_at DATETIME(6) NOT NULL
+) ENGINE=InnoDB",
     "CREATE TABLE IF NOT EXISTS {p}schema (version BIGINT NOT NULL) ENGINE=InnoDB",
 ];
 
@@ -49,6 +56,7 @@ pub(crate) fn dialect() -> Dialect {
         now_us: "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))",
         now_with_lock: false,
         for_update: "FOR UPDATE",
+        share_lock: "LOCK IN SHARE MODE",
         update_returning: false,
         schema: SCHEMA,
     }

@@ -39,6 +39,13 @@ const SCHEMA: &[&str] = &[
     detail TEXT NOT NULL
 )",
     "CREATE INDEX IF NOT EXISTS {p}history_name_at ON {p}history (name, at)",
+    "CREATE TABLE IF NOT EXISTS {p}tick (
+    name TEXT COLLATE \"C\" NOT NULL PRIMARY KEY,
+    last_tick_ms BIGINT NOT NULL,
+    term BIGINT NOT NULL,
+    holder TEXT NOT NULL,
+    completed_at TIMESTAMPTZ NOT NULL
+)",
     "CREATE TABLE IF NOT EXISTS {p}schema (version BIGINT NOT NULL)",
 ];
 
@@ -53,6 +60,7 @@ pub(crate) fn dialect() -> Dialect {
         now_us: "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT",
         now_with_lock: true,
         for_update: "FOR UPDATE",
+        share_lock: "FOR SHARE",
         update_returning: true,
         schema: SCHEMA,
     }

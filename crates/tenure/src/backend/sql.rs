@@ -24,6 +24,8 @@ pub(crate) struct Dialect {
     pub now_with_lock: bool,
     /// The locking clause for the row (empty where the transaction already locks).
     pub for_update: &'static str,
+    /// The clause that locks a row in share mode (empty where the transaction already locks).
+    pub share_lock: &'static str,
     /// Whether `UPDATE … RETURNING` exists.
     pub update_returning: bool,
     /// The DDL, with `{p}` standing for the table prefix.
@@ -45,6 +47,11 @@ pub(crate) struct Statements {
     pub schema_version: String,
     pub init_version: String,
     pub probe_lease: String,
+    pub last_tick: String,
+    pub fence_row: String,
+    pub lock_tick: String,
+    pub insert_tick: String,
+    pub update_tick: String,
     pub lease_table: String,
     pub schema_table: String,
     /// Whether `UPDATE … RETURNING` exists (PostgreSQL, SQLite); else the rows are read back.
@@ -175,6 +182,44 @@ impl Statements {
                  WHERE NOT EXISTS (SELECT 1 FROM {schema_table})"
             ),
             probe_lease: format!("SELECT name FROM {lease} WHERE 1 = 0"),
+            last_tick: format!(
+                "SELECT {} AS now_us, t.last_tick_ms FROM (SELECT 1 AS one) d \
+                 LEFT JOIN {prefix}tick t ON t.name = {}",
+                d.now_us,
+                p(1)
+            ),
+            fence_row: format!(
+                "SELECT {} AS holder, term, {} AS expires_us, {} AS now_us FROM {lease} \
+                 WHERE name = {} {}",
+                t("holder"),
+                (d.to_us)("expires_at"),
+                d.now_us,
+                p(1),
+                d.share_lock
+            ),
+            lock_tick: format!(
+                "SELECT last_tick_ms FROM {prefix}tick WHERE name = {} {}",
+                p(1),
+                d.for_update
+            ),
+            insert_tick: format!(
+                "INSERT INTO {prefix}tick (last_tick_ms, term, holder, completed_at, name) \
+                 VALUES ({}, {}, {}, {}, {})",
+                p(1),
+                p(2),
+                p(3),
+                (d.from_us)(&p(4)),
+                p(5)
+            ),
+            update_tick: format!(
+                "UPDATE {prefix}tick SET last_tick_ms = {}, term = {}, holder = {}, \
+                 completed_at = {} WHERE name = {}",
+                p(1),
+                p(2),
+                p(3),
+                (d.from_us)(&p(4)),
+                p(5)
+            ),
             lease_table: lease,
             schema_table,
             returning: d.update_returning,
@@ -525,6 +570,78 @@ macro_rules! impl_sql_backend {
                 }
                 tx.commit().await?;
                 Ok($crate::backend::Renewed { now, leases: renewed })
+            }
+
+            async fn last_tick(
+                &self,
+                name: &str,
+            ) -> $crate::error::Result<(Option<i64>, $crate::model::DbTime)> {
+                use sqlx::Row;
+                let row = sqlx::query(&self.stmts.last_tick)
+                    .bind(name)
+                    .fetch_one(&self.pool)
+                    .await?;
+                Ok((
+                    row.try_get("last_tick_ms")?,
+                    $crate::model::DbTime(row.try_get("now_us")?),
+                ))
+            }
+
+            async fn complete_tick(
+                &self,
+                name: &str,
+                holder: &str,
+                term: u64,
+                tick_ms: i64,
+            ) -> $crate::error::Result<bool> {
+                use sqlx::Row;
+                let s = &self.stmts;
+                let mut tx = self.pool.begin_with(self.begin).await?;
+                let lease = sqlx::query(&s.fence_row)
+                    .bind(name)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let held = match &lease {
+                    Some(row) => {
+                        row.try_get::<Option<String>, _>("holder")?.as_deref() == Some(holder)
+                            && row.try_get::<i64, _>("term")? == term as i64
+                            && row.try_get::<i64, _>("expires_us")?
+                                > row.try_get::<i64, _>("now_us")?
+                    }
+                    None => false,
+                };
+                if !held {
+                    return Err($crate::error::Error::LeaseLost {
+                        name: name.to_string(),
+                        candidate: holder.to_string(),
+                        term,
+                    });
+                }
+                let now: i64 = sqlx::query(&s.now)
+                    .fetch_one(&mut *tx)
+                    .await?
+                    .try_get("now_us")?;
+                let last: Option<i64> = sqlx::query(&s.lock_tick)
+                    .bind(name)
+                    .fetch_optional(&mut *tx)
+                    .await?
+                    .map(|row| row.try_get("last_tick_ms"))
+                    .transpose()?;
+                let statement = match last {
+                    Some(last) if last >= tick_ms => return Ok(false),
+                    Some(_) => &s.update_tick,
+                    None => &s.insert_tick,
+                };
+                sqlx::query(statement)
+                    .bind(tick_ms)
+                    .bind(term as i64)
+                    .bind(holder)
+                    .bind(now)
+                    .bind(name)
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(true)
             }
 
             async fn get(&self, name: &str) -> $crate::error::Result<$crate::backend::Snapshot> {

@@ -41,6 +41,13 @@ const SCHEMA: &[&str] = &[
     detail TEXT NOT NULL
 )",
     "CREATE INDEX IF NOT EXISTS {p}history_name_at ON {p}history (name, at)",
+    "CREATE TABLE IF NOT EXISTS {p}tick (
+    name TEXT NOT NULL PRIMARY KEY,
+    last_tick_ms INTEGER NOT NULL,
+    term INTEGER NOT NULL,
+    holder TEXT NOT NULL,
+    completed_at TEXT NOT NULL
+)",
     "CREATE TABLE IF NOT EXISTS {p}schema (version BIGINT NOT NULL)",
 ];
 
@@ -58,6 +65,7 @@ pub(crate) fn dialect() -> Dialect {
         // BEGIN IMMEDIATE already holds the write lock when the row and clock are read.
         now_with_lock: false,
         for_update: "",
+        share_lock: "",
         update_returning: true,
         schema: SCHEMA,
     }

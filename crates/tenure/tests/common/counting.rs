@@ -57,6 +57,18 @@ impl Backend for Counting {
             .fetch_add(leases.len(), Ordering::SeqCst);
         self.inner.renew_many(holder, leases).await
     }
+    async fn last_tick(&self, name: &str) -> tenure::Result<(Option<i64>, tenure::DbTime)> {
+        self.inner.last_tick(name).await
+    }
+    async fn complete_tick(
+        &self,
+        name: &str,
+        holder: &str,
+        term: u64,
+        tick_ms: i64,
+    ) -> tenure::Result<bool> {
+        self.inner.complete_tick(name, holder, term, tick_ms).await
+    }
     async fn get(&self, name: &str) -> tenure::Result<Snapshot> {
         self.inner.get(name).await
     }

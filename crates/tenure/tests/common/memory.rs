@@ -16,6 +16,7 @@ use tokio::time::Instant;
 #[derive(Debug)]
 pub struct MemoryBackend {
     rows: Mutex<HashMap<String, Lease>>,
+    ticks: Mutex<HashMap<String, i64>>,
     start: Instant,
     url: RedactedUrl,
     notify: Option<broadcast::Sender<String>>,
@@ -33,6 +34,7 @@ impl MemoryBackend {
     pub fn new(push_notifications: bool) -> MemoryBackend {
         MemoryBackend {
             rows: Mutex::default(),
+            ticks: Mutex::default(),
             start: Instant::now(),
             url: RedactedUrl::new("memory:"),
             notify: push_notifications.then(|| broadcast::channel(64).0),
@@ -112,6 +114,36 @@ impl Backend for MemoryBackend {
             now,
             leases: renewed,
         })
+    }
+
+    async fn last_tick(&self, name: &str) -> tenure::Result<(Option<i64>, DbTime)> {
+        Ok((self.ticks.lock().unwrap().get(name).copied(), self.now()))
+    }
+
+    async fn complete_tick(
+        &self,
+        name: &str,
+        holder: &str,
+        term: u64,
+        tick_ms: i64,
+    ) -> tenure::Result<bool> {
+        let now = self.now();
+        let held = self.row(name).is_some_and(|l| {
+            l.live_holder(now) == Some(holder) && l.term == term
+        });
+        if !held {
+            return Err(tenure::Error::LeaseLost {
+                name: name.to_string(),
+                candidate: holder.to_string(),
+                term,
+            });
+        }
+        let mut ticks = self.ticks.lock().unwrap();
+        if ticks.get(name).is_some_and(|&last| last >= tick_ms) {
+            return Ok(false);
+        }
+        ticks.insert(name.to_string(), tick_ms);
+        Ok(true)
     }
 
     async fn get(&self, name: &str) -> tenure::Result<Snapshot> {

@@ -1,0 +1,92 @@
+//! `tenure lock NAME [-n N] -- CMD`: run CMD under a cluster lock (or one of N permits), with
+//! the same supervision as `tenure run`.
+
+use super::{check_global, check_name};
+use crate::cli::{Global, LockArgs};
+use crate::database;
+use crate::exit::{Failure, Outcome, LOST, NOT_ACQUIRED};
+use crate::lead::{check_timing, run_while_held, Ended, Job, Signals};
+use std::time::Duration;
+use tenure::{LockGuard, LockOptions, Locks, Semaphore, Timing};
+
+/// How long one wait lasts when the user asked to wait forever (waits are repeated).
+const WAIT_CHUNK: Duration = Duration::from_secs(3600);
+
+pub async fn lock(global: &Global, args: LockArgs) -> Outcome {
+    check_global(global)?;
+    check_name(&args.name)?;
+    if let Some(id) = &args.candidate {
+        tenure::validate::candidate(id)?;
+    }
+    let timing = Timing::from_ttl(args.ttl)?;
+    let grace = args.grace.unwrap_or(args.ttl / 10);
+    check_timing(&timing, grace)?;
+    if args.permits > 1 {
+        tenure::validate::name(&format!("{}#{}", args.name, args.permits - 1))?;
+    }
+    let mut signals = Signals::new()?;
+    let store = database::open(global, !global.no_create, Some(timing.db_timeout())).await?;
+    let locks = match &args.candidate {
+        Some(id) => Locks::with_holder(store, id)?,
+        None => Locks::new(store),
+    };
+    let options = LockOptions::default()
+        .at_most(args.ttl)
+        .at_least(args.at_least);
+
+    let guard = tokio::select! {
+        guard = acquire(&locks, &args, options) => guard?,
+        signal = signals.recv() => return Ok(128 + signal as u8),
+    };
+    let Some(guard) = guard else {
+        tracing::info!(name = %args.name, "lock not acquired; giving up");
+        return Ok(NOT_ACQUIRED);
+    };
+    let permit = guard.name().to_string();
+    let job = Job {
+        name: &args.name,
+        command: &args.command,
+        grace,
+        env: vec![("TENURE_LOCK", permit)],
+        release_on_exit: true,
+    };
+    Ok(match run_while_held(guard, &job, &mut signals).await? {
+        Ended::Exited(code) | Ended::Interrupted(code) => code,
+        Ended::Lost => LOST,
+    })
+}
+
+async fn acquire(
+    locks: &Locks,
+    args: &LockArgs,
+    options: LockOptions,
+) -> Result<Option<LockGuard>, Failure> {
+    let semaphore = (args.permits > 1)
+        .then(|| locks.semaphore(&args.name, args.permits))
+        .transpose()?;
+    if args.no_wait || args.timeout.is_some() {
+        let timeout = args.timeout.unwrap_or(Duration::ZERO);
+        return attempt(locks, semaphore.as_ref(), args, options, timeout).await;
+    }
+    tracing::info!(name = %args.name, holder = %locks.holder(), "waiting for the lock");
+    loop {
+        if let Some(guard) = attempt(locks, semaphore.as_ref(), args, options, WAIT_CHUNK).await? {
+            return Ok(Some(guard));
+        }
+    }
+}
+
+async fn attempt(
+    locks: &Locks,
+    semaphore: Option<&Semaphore>,
+    args: &LockArgs,
+    options: LockOptions,
+    timeout: Duration,
+) -> Result<Option<LockGuard>, Failure> {
+    Ok(match (semaphore, args.no_wait) {
+        (Some(s), true) => s.try_acquire(options).await?,
+        (Some(s), false) => s.acquire(options, timeout).await?,
+        (None, true) => locks.try_lock(&args.name, options).await?,
+        (None, false) => locks.lock(&args.name, options, timeout).await?,
+    })
+}

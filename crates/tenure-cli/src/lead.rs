@@ -1,0 +1,233 @@
+//! Running a command while holding a tenure (`tenure run`, `tenure lock`, `tenure every`).
+//!
+//! The command is stopped by SIGTERM to its whole process group at `deadline − grace` (if no
+//! renewal moved the local deadline) or when the tenure ends early, and SIGKILLed at the local
+//! deadline at the latest. The database's expiry lies at least `safety_margin` after that
+//! deadline, so the group is dead before the lease could be granted to anyone else. On a
+//! step-down (demote, pause, handover) the lease is released only after the command is dead.
+
+use crate::exit::{Failure, INTERNAL};
+use crate::supervise::{exit_code, Supervised};
+use nix::sys::signal::Signal;
+use std::future::Future;
+use std::time::Duration;
+use tenure::{LeaderGuard, LockGuard, Timing};
+use tokio::signal::unix::{signal, Signal as SignalStream, SignalKind};
+use tokio::time::{sleep_until, Instant};
+
+/// A tenure a command can run under: an elector's or a lock's.
+pub trait Held {
+    fn term(&self) -> u64;
+    fn candidate(&self) -> &str;
+    fn deadline(&self) -> Instant;
+    fn lost(&self) -> impl Future<Output = ()> + '_;
+    fn release(self) -> impl Future<Output = tenure::Result<()>>;
+}
+
+impl Held for LeaderGuard {
+    fn term(&self) -> u64 {
+        LeaderGuard::term(self)
+    }
+    fn candidate(&self) -> &str {
+        LeaderGuard::candidate(self)
+    }
+    fn deadline(&self) -> Instant {
+        LeaderGuard::deadline(self)
+    }
+    fn lost(&self) -> impl Future<Output = ()> + '_ {
+        LeaderGuard::lost(self)
+    }
+    fn release(self) -> impl Future<Output = tenure::Result<()>> {
+        LeaderGuard::release(self)
+    }
+}
+
+impl Held for LockGuard {
+    fn term(&self) -> u64 {
+        LockGuard::term(self)
+    }
+    fn candidate(&self) -> &str {
+        LockGuard::holder(self)
+    }
+    fn deadline(&self) -> Instant {
+        LockGuard::deadline(self)
+    }
+    fn lost(&self) -> impl Future<Output = ()> + '_ {
+        LockGuard::lost(self)
+    }
+    fn release(self) -> impl Future<Output = tenure::Result<()>> {
+        LockGuard::release(self)
+    }
+}
+
+/// The signals tenure forwards to the command (and then exits after it).
+pub struct Signals {
+    interrupt: SignalStream,
+    terminate: SignalStream,
+    hangup: SignalStream,
+}
+
+impl Signals {
+    pub fn new() -> std::io::Result<Signals> {
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+            hangup: signal(SignalKind::hangup())?,
+        })
+    }
+
+    pub async fn recv(&mut self) -> Signal {
+        tokio::select! {
+            _ = self.interrupt.recv() => Signal::SIGINT,
+            _ = self.terminate.recv() => Signal::SIGTERM,
+            _ = self.hangup.recv() => Signal::SIGHUP,
+        }
+    }
+}
+
+/// Refuses a grace period that normal renewals could not keep clear of.
+pub fn check_timing(timing: &Timing, grace: Duration) -> Result<(), Failure> {
+    if grace.is_zero() {
+        return Err(Failure::usage("--grace must be greater than zero"));
+    }
+    let needed = timing.renew_interval() + timing.db_timeout() + grace;
+    if needed >= timing.belief() {
+        return Err(Failure::usage(format!(
+            "unsafe timing: renew_interval ({:?}) + db_timeout ({:?}) + grace ({grace:?}) = \
+             {needed:?} must be less than ttl ({:?}) - safety_margin ({:?}); lower --grace or \
+             raise --ttl",
+            timing.renew_interval(),
+            timing.db_timeout(),
+            timing.ttl(),
+            timing.safety_margin()
+        )));
+    }
+    Ok(())
+}
+
+pub enum Ended {
+    /// The command exited by itself.
+    Exited(u8),
+    /// Leadership ended while it ran; it was stopped.
+    Lost,
+    /// tenure was signalled; the signal was forwarded and the command exited.
+    Interrupted(u8),
+}
+
+/// What to run and how.
+pub struct Job<'a> {
+    /// The name in the command's environment (`TENURE_NAME`) and in logs.
+    pub name: &'a str,
+    pub command: &'a [String],
+    /// Between SIGTERM and SIGKILL.
+    pub grace: Duration,
+    /// More environment for the command.
+    pub env: Vec<(&'static str, String)>,
+    /// Release when the command exits by itself (else the caller decides).
+    pub release_on_exit: bool,
+}
+
+/// Runs the command for one tenure and returns how it ended. The guard is released when the
+/// command exits by itself (if asked), and dropped (so the elector may release on a
+/// step-down) once the command is dead.
+pub async fn run_while_held<H: Held>(
+    guard: H,
+    job: &Job<'_>,
+    signals: &mut Signals,
+) -> Result<Ended, Failure> {
+    let term = guard.term();
+    let mut env = vec![
+        ("TENURE_NAME", job.name.to_string()),
+        ("TENURE_TERM", term.to_string()),
+        ("TENURE_CANDIDATE", guard.candidate().to_string()),
+    ];
+    env.extend(job.env.iter().cloned());
+    let mut child = match Supervised::spawn(job.command, &env) {
+        Ok(child) => child,
+        Err(e) => {
+            let code = match e.kind() {
+                std::io::ErrorKind::NotFound => 127,
+                std::io::ErrorKind::PermissionDenied => 126,
+                _ => INTERNAL,
+            };
+            let _ = guard.release().await;
+            return Err(Failure::new(
+                code,
+                format!("cannot start {:?}: {e}", job.command[0]),
+            ));
+        }
+    };
+    tracing::info!(name = %job.name, term, pid = child.pid(), "command started");
+
+    let grace = job.grace;
+    let mut terminating = false;
+    let mut interrupted = false;
+    loop {
+        let deadline = guard.deadline();
+        let sigterm_at = deadline.checked_sub(grace).unwrap_or(deadline);
+        tokio::select! {
+            status = child.wait() => {
+                let status = status?;
+                child.stop_leftovers(grace).await;
+                let code = exit_code(status);
+                tracing::info!(name = %job.name, term, code, "command exited");
+                if interrupted {
+                    drop(guard);
+                    return Ok(Ended::Interrupted(code));
+                }
+                if terminating {
+                    // It exited because we stopped it: renewals were failing.
+                    drop(guard);
+                    return Ok(Ended::Lost);
+                }
+                if job.release_on_exit {
+                    // At once, so that a follower takes over (graceful handover).
+                    if let Err(e) = guard.release().await {
+                        tracing::warn!(error = %e, "release failed; the lease will expire");
+                    }
+                }
+                return Ok(Ended::Exited(code));
+            }
+            () = guard.lost() => {
+                tracing::warn!(name = %job.name, term, "tenure lost: stopping the command");
+                // SIGKILL at the local deadline at the latest: the database's expiry is later.
+                let kill_at = deadline.min(Instant::now() + grace);
+                let status = child.stop(kill_at).await?;
+                tracing::info!(name = %job.name, term, code = exit_code(status), "command stopped");
+                drop(guard); // now the lease may be released (step-down)
+                return Ok(if interrupted { Ended::Interrupted(exit_code(status)) } else { Ended::Lost });
+            }
+            () = sleep_until(sigterm_at), if !terminating => {
+                if guard.deadline() > deadline {
+                    continue; // a renewal moved the deadline
+                }
+                tracing::warn!(name = %job.name, term, "renewals are failing: stopping the command before the deadline");
+                child.signal(Signal::SIGTERM);
+                terminating = true;
+            }
+            signal = signals.recv() => {
+                tracing::info!(name = %job.name, %signal, "forwarding signal to the command");
+                child.signal(signal);
+                interrupted = true;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::exit::USAGE;
+
+    #[test]
+    fn grace_must_fit_inside_the_ttl() {
+        let timing = Timing::from_ttl(Duration::from_secs(10)).unwrap();
+        assert!(check_timing(&timing, Duration::from_secs(1)).is_ok());
+        let err = check_timing(&timing, Duration::from_secs(5)).unwrap_err();
+        assert_eq!(err.code, USAGE);
+        assert!(err.message.contains("grace (5s)"), "{}", err.message);
+        assert!(err.message.contains("ttl (10s)"), "{}", err.message);
+        assert!(check_timing(&timing, Duration::ZERO).is_err());
+    }
+}
