@@ -22,7 +22,7 @@ pub async fn migrate(global: &Global, args: MigrateArgs) -> Outcome {
     }
     database::open(global, true, None).await?;
     eprintln!(
-        "tenure: tables {p}lease, {p}history and {p}schema are ready",
+        "tenure: tables {p}lease, {p}history, {p}tick and {p}schema are ready",
         p = global.table_prefix
     );
     Ok(OK)
