@@ -841,7 +841,7 @@ fn migrate_print_needs_no_connection() {
             "{url} took {:?}",
             out.took
         );
-        for table in ["lease", "history", "schema"] {
+        for table in ["lease", "history", "tick", "schema"] {
             assert!(
                 out.stdout
                     .contains(&format!("CREATE TABLE IF NOT EXISTS {prefix}{table} (")),
@@ -913,7 +913,7 @@ async fn migrate_then_no_create(kind: BackendKind) {
     let p = &db.prefix;
     assert!(
         out.stderr.contains(&format!(
-            "tables {p}lease, {p}history and {p}schema are ready"
+            "tables {p}lease, {p}history, {p}tick and {p}schema are ready"
         )),
         "{out}"
     );

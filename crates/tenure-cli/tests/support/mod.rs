@@ -507,7 +507,7 @@ impl TestDb {
     /// Drops this prefix's tables on the servers (the SQLite file goes with its directory).
     /// Call it at the end of a test; a failed test leaves its tables for inspection.
     pub async fn drop_tables(&self) {
-        for table in ["lease", "history", "schema"] {
+        for table in ["lease", "history", "tick", "schema"] {
             let sql = format!("DROP TABLE IF EXISTS {}{table}", self.prefix);
             match &self.raw {
                 Raw::Postgres(b) => {
