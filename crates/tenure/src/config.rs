@@ -58,6 +58,12 @@ impl Timing {
     pub fn max_jitter(&self) -> Duration {
         self.max_jitter
     }
+    /// A random delay in `0..=max_jitter`, so that followers do not all try at once.
+    pub fn jitter(&self) -> Duration {
+        let max = u64::try_from(self.max_jitter.as_millis()).unwrap_or(u64::MAX);
+        Duration::from_millis(rand::random::<u64>() % (max + 1))
+    }
+
     /// The local deadline's distance from the send instant: `ttl − safety_margin`.
     pub fn belief(&self) -> Duration {
         self.ttl - self.safety_margin

@@ -218,13 +218,13 @@ impl Locks {
                 return Ok(None);
             }
             let wait = match remaining {
-                Some(r) if !r.is_zero() => (r + jitter(&timing)).min(timing.renew_interval()),
+                Some(r) if !r.is_zero() => (r + timing.jitter()).min(timing.renew_interval()),
                 _ => timing.renew_interval(),
             };
             let next = (now + wait).min(give_up);
             tokio::select! {
                 () = sleep_until(next) => {}
-                () = changed(&mut notes, |n| n == name) => {}
+                () = crate::backend::wait_for_change(&mut notes, |n| n == name) => {}
             }
         }
     }
@@ -488,10 +488,10 @@ impl Semaphore {
             if now >= give_up {
                 return Ok(None);
             }
-            let next = (now + timing.renew_interval() + jitter(&timing)).min(give_up);
+            let next = (now + timing.renew_interval() + timing.jitter()).min(give_up);
             tokio::select! {
                 () = sleep_until(next) => {}
-                () = changed(&mut notes, |n| n.starts_with(&prefix)) => {}
+                () = crate::backend::wait_for_change(&mut notes, |n| n.starts_with(&prefix)) => {}
             }
         }
     }
@@ -502,31 +502,6 @@ impl Semaphore {
     }
 }
 
-fn jitter(timing: &Timing) -> Duration {
-    let max = duration_ms(timing.max_jitter());
-    Duration::from_millis(rand::random::<u64>() % (max + 1))
-}
-
-/// Completes on a notification whose name matches (or when some were lost).
-async fn changed(
-    notes: &mut Option<tokio::sync::broadcast::Receiver<String>>,
-    matches: impl Fn(&str) -> bool,
-) {
-    let Some(rx) = notes else {
-        return std::future::pending().await;
-    };
-    loop {
-        match rx.recv().await {
-            Ok(name) if matches(&name) => return,
-            Ok(_) => {}
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => return,
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => {
-                return std::future::pending().await
-            }
-        }
-    }
-}
-
 /// The keep-alive task: every renew interval (the shortest among the held locks), one batched
 /// renewal of every held lock; a lock not renewed, or whose deadline passes, is lost.
 async fn keep_alive(inner: Weak<Inner>, wake: Arc<Notify>) {
@@ -534,7 +509,9 @@ async fn keep_alive(inner: Weak<Inner>, wake: Arc<Notify>) {
     // batch forward if its renew interval is shorter, it never triggers a batch by itself.
     let mut next_batch: Option<Instant> = None;
     loop {
-        let Some(strong) = inner.upgrade() else { return };
+        let Some(strong) = inner.upgrade() else {
+            return;
+        };
         let now = Instant::now();
         let (batch, tick, earliest) = {
             let mut held = strong.held.lock().expect("lock table");

@@ -216,8 +216,12 @@ impl Schedule {
                 }
                 match self.complete(tick, &guard).await {
                     Ok(true) => {}
-                    Ok(false) => tracing::warn!(name = %self.name, tick = tick.at_ms, "tick was already recorded"),
-                    Err(e) => tracing::warn!(name = %self.name, tick = tick.at_ms, error = %e, "cannot record the tick"),
+                    Ok(false) => {
+                        tracing::warn!(name = %self.name, tick = tick.at_ms, "tick was already recorded")
+                    }
+                    Err(e) => {
+                        tracing::warn!(name = %self.name, tick = tick.at_ms, error = %e, "cannot record the tick")
+                    }
                 }
             }
         }

@@ -134,7 +134,13 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// # Errors
     /// [`Error::LeaseLost`](crate::Error::LeaseLost) if the lease is not held with that term;
     /// database errors.
-    async fn complete_tick(&self, name: &str, holder: &str, term: u64, tick_ms: i64) -> Result<bool>;
+    async fn complete_tick(
+        &self,
+        name: &str,
+        holder: &str,
+        term: u64,
+        tick_ms: i64,
+    ) -> Result<bool>;
 
     /// Reads one row (an empty `leases` if the name is unknown).
     async fn get(&self, name: &str) -> Result<Snapshot>;
@@ -158,6 +164,25 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// database pushes them (PostgreSQL LISTEN/NOTIFY). `None` where the engine cannot push.
     fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
         None
+    }
+}
+
+/// Completes when a notification from [`Backend::subscribe`] matches (or when some were lost,
+/// so that the caller looks again); never, where the backend cannot push.
+pub(crate) async fn wait_for_change(
+    notifications: &mut Option<broadcast::Receiver<String>>,
+    matches: impl Fn(&str) -> bool,
+) {
+    let Some(rx) = notifications else {
+        return std::future::pending().await;
+    };
+    loop {
+        match rx.recv().await {
+            Ok(name) if matches(&name) => return,
+            Ok(_) => {}
+            Err(broadcast::error::RecvError::Lagged(_)) => return,
+            Err(broadcast::error::RecvError::Closed) => return std::future::pending().await,
+        }
     }
 }
 

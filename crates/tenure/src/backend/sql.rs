@@ -73,17 +73,7 @@ impl Statements {
         let schema_table = format!("{prefix}schema");
         let p = d.param;
         let t = d.text;
-        let cols = format!(
-            "{} AS name, {} AS holder, term, {} AS acquired_us, {} AS renewed_us, \
-             {} AS expires_us, ttl_ms, {} AS metadata, {} AS handover_to, paused",
-            t("name"),
-            t("holder"),
-            (d.to_us)("acquired_at"),
-            (d.to_us)("renewed_at"),
-            (d.to_us)("expires_at"),
-            t("metadata"),
-            t("handover_to"),
-        );
+        let cols = lease_columns(d, "");
         let select_row = format!("SELECT {cols} FROM {lease} WHERE name = {}", p(1));
         let lock_row = if d.now_with_lock {
             format!(
@@ -93,17 +83,7 @@ impl Statements {
         } else {
             format!("{select_row} {}", d.for_update)
         };
-        let l_cols = format!(
-            "{} AS name, {} AS holder, l.term, {} AS acquired_us, {} AS renewed_us, \
-             {} AS expires_us, l.ttl_ms, {} AS metadata, {} AS handover_to, l.paused",
-            t("l.name"),
-            t("l.holder"),
-            (d.to_us)("l.acquired_at"),
-            (d.to_us)("l.renewed_at"),
-            (d.to_us)("l.expires_at"),
-            t("l.metadata"),
-            t("l.handover_to"),
-        );
+        let l_cols = lease_columns(d, "l.");
         let clock_join = format!(
             "SELECT {} AS now_us, {l_cols} FROM (SELECT 1 AS one) d",
             d.now_us
@@ -240,18 +220,7 @@ impl Statements {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let t = d.text;
-        let cols = format!(
-            "{} AS name, {} AS holder, term, {} AS acquired_us, {} AS renewed_us, \
-             {} AS expires_us, ttl_ms, {} AS metadata, {} AS handover_to, paused",
-            t("name"),
-            t("holder"),
-            (d.to_us)("acquired_at"),
-            (d.to_us)("renewed_at"),
-            (d.to_us)("expires_at"),
-            t("metadata"),
-            t("handover_to"),
-        );
+        let cols = lease_columns(d, "");
         let update = format!(
             "UPDATE {lease} SET renewed_at = {now}, expires_at = {expires}, handover_to = NULL \
              WHERE holder = {holder} AND expires_at > {now_again} AND NOT paused \
@@ -294,6 +263,24 @@ impl Statements {
         out.push_str(";\n");
         out
     }
+}
+
+/// The lease row's columns as every query reads them (times as microseconds, text as the
+/// driver's plain strings), optionally qualified (`l.`).
+fn lease_columns(d: &Dialect, q: &str) -> String {
+    let t = d.text;
+    format!(
+        "{} AS name, {} AS holder, {q}term AS term, {} AS acquired_us, {} AS renewed_us, \
+         {} AS expires_us, {q}ttl_ms AS ttl_ms, {} AS metadata, {} AS handover_to, \
+         {q}paused AS paused",
+        t(&format!("{q}name")),
+        t(&format!("{q}holder")),
+        (d.to_us)(&format!("{q}acquired_at")),
+        (d.to_us)(&format!("{q}renewed_at")),
+        (d.to_us)(&format!("{q}expires_at")),
+        t(&format!("{q}metadata")),
+        t(&format!("{q}handover_to")),
+    )
 }
 
 /// The raw column values of a lease row, before they become a [`Lease`].

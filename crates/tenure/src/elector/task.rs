@@ -4,9 +4,8 @@ use super::{Command, LeaderGuard, Role};
 use crate::config::Timing;
 use crate::error::Result;
 use crate::model::{Effect, Op};
-use crate::store::{LeaderInfo, Store};
+use crate::store::{duration_ms, LeaderInfo, Store};
 use crate::Applied;
-use rand::Rng;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
@@ -102,7 +101,7 @@ impl Task {
                     self.set_role(Role::Unknown);
                     next = Instant::now();
                 }
-                () = wake_for(&mut self.notifications, &self.name) => {
+                () = crate::backend::wait_for_change(&mut self.notifications, |n| n == self.name) => {
                     next = next.min(Instant::now());
                 }
                 () = sleep_until(next.max(self.not_before)), if !self.paused => {
@@ -227,7 +226,7 @@ impl Task {
                 let wait = if remaining.is_zero() {
                     self.timing.renew_interval()
                 } else {
-                    (remaining + self.jitter()).min(self.timing.renew_interval())
+                    (remaining + self.timing.jitter()).min(self.timing.renew_interval())
                 };
                 received + wait
             }
@@ -361,11 +360,6 @@ impl Task {
             significant
         });
     }
-
-    fn jitter(&self) -> Duration {
-        let max = duration_ms(self.timing.max_jitter());
-        Duration::from_millis(rand::thread_rng().gen_range(0..=max))
-    }
 }
 
 async fn sleep_until_some(deadline: Option<Instant>) {
@@ -373,23 +367,4 @@ async fn sleep_until_some(deadline: Option<Instant>) {
         Some(d) => sleep_until(d).await,
         None => std::future::pending().await,
     }
-}
-
-/// Completes when the database announces a change of `name` (or when announcements were lost).
-async fn wake_for(notifications: &mut Option<broadcast::Receiver<String>>, name: &str) {
-    let Some(rx) = notifications else {
-        return std::future::pending().await;
-    };
-    loop {
-        match rx.recv().await {
-            Ok(changed) if changed == name => return,
-            Ok(_) => {}
-            Err(broadcast::error::RecvError::Lagged(_)) => return,
-            Err(broadcast::error::RecvError::Closed) => return std::future::pending().await,
-        }
-    }
-}
-
-fn duration_ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
