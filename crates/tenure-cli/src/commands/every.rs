@@ -20,12 +20,22 @@ pub async fn every(global: &Global, args: EveryArgs) -> Outcome {
                 ))
             })?;
             if d < Duration::from_millis(1) {
-                return Err(Failure::usage(format!("invalid interval {interval:?}: must be at least 1ms")));
+                return Err(Failure::usage(format!(
+                    "invalid interval {interval:?}: must be at least 1ms"
+                )));
             }
             (Cadence::Every(d), name.clone())
         }
-        (Some(_), _) => return Err(Failure::usage("with --cron give only NAME: tenure every --cron EXPR NAME -- CMD")),
-        (None, _) => return Err(Failure::usage("give DUR and NAME: tenure every DUR NAME -- CMD (or --cron EXPR NAME)")),
+        (Some(_), _) => {
+            return Err(Failure::usage(
+                "with --cron give only NAME: tenure every --cron EXPR NAME -- CMD",
+            ))
+        }
+        (None, _) => {
+            return Err(Failure::usage(
+                "give DUR and NAME: tenure every DUR NAME -- CMD (or --cron EXPR NAME)",
+            ))
+        }
     };
     check_name(&name)?;
     if let Some(id) = &args.candidate {
@@ -78,7 +88,12 @@ pub async fn every(global: &Global, args: EveryArgs) -> Outcome {
                 command: &args.command,
                 grace,
                 env: vec![
-                    ("TENURE_TICK", tick.at().to_utc().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)),
+                    (
+                        "TENURE_TICK",
+                        tick.at()
+                            .to_utc()
+                            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                    ),
                     ("TENURE_TICK_MS", tick.at_ms.to_string()),
                 ],
                 release_on_exit: false,
@@ -90,8 +105,12 @@ pub async fn every(global: &Global, args: EveryArgs) -> Outcome {
                     }
                     match schedule.complete(tick, &guard).await {
                         Ok(true) => {}
-                        Ok(false) => tracing::warn!(name = %name, tick = tick.at_ms, "tick was already recorded"),
-                        Err(e) => tracing::warn!(name = %name, tick = tick.at_ms, error = %e, "cannot record the tick; it may run again"),
+                        Ok(false) => {
+                            tracing::warn!(name = %name, tick = tick.at_ms, "tick was already recorded")
+                        }
+                        Err(e) => {
+                            tracing::warn!(name = %name, tick = tick.at_ms, error = %e, "cannot record the tick; it may run again")
+                        }
                     }
                 }
                 Ended::Lost => {}

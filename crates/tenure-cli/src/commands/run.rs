@@ -122,4 +122,3 @@ async fn wait_for_leadership(
         signal = signals.recv() => Waited::Interrupted(signal),
     }
 }
-

@@ -128,9 +128,9 @@ impl Backend for MemoryBackend {
         tick_ms: i64,
     ) -> tenure::Result<bool> {
         let now = self.now();
-        let held = self.row(name).is_some_and(|l| {
-            l.live_holder(now) == Some(holder) && l.term == term
-        });
+        let held = self
+            .row(name)
+            .is_some_and(|l| l.live_holder(now) == Some(holder) && l.term == term);
         if !held {
             return Err(tenure::Error::LeaseLost {
                 name: name.to_string(),
