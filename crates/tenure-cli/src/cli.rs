@@ -100,6 +100,9 @@ pub enum Command {
     Resume(NameArg),
     /// Create tenure's tables, or print the DDL for a DBA.
     Migrate(MigrateArgs),
+    /// Serve the HTTP API, Prometheus metrics, leader-check and a status page; with
+    /// --campaign, campaign for those names as a sidecar.
+    Serve(ServeArgs),
 }
 
 fn duration(s: &str) -> Result<Duration, String> {
@@ -246,6 +249,36 @@ pub struct MigrateArgs {
     /// Print the DDL instead of running it (needs no connection).
     #[arg(long)]
     pub print: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on. Reads are not authenticated: bind beyond loopback only on purpose.
+    #[arg(long, default_value = "127.0.0.1:7070")]
+    pub listen: std::net::SocketAddr,
+    /// File holding the bearer token for the admin calls (demote, handover, pause, resume).
+    /// Without it the admin calls are refused.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<std::path::PathBuf>,
+    /// Campaign for NAME from this process (repeatable); GET /v1/leader-check/NAME answers
+    /// 200 only while it leads.
+    #[arg(long, value_name = "NAME")]
+    pub campaign: Vec<String>,
+    /// Candidate id of the campaigns. Default: <hostname>-<pid>-<4 random chars>.
+    #[arg(long)]
+    pub candidate: Option<String>,
+    /// Published while leading a campaigned name (e.g. this node's address).
+    #[arg(long)]
+    pub metadata: Option<String>,
+    /// Lease ttl of the campaigns.
+    #[arg(long, default_value = "10s", value_parser = duration)]
+    pub ttl: Duration,
+    /// How often the shared watcher reads every lease (PostgreSQL also wakes it on NOTIFY).
+    #[arg(long, default_value = "1s", value_parser = duration)]
+    pub poll_interval: Duration,
+    /// Longest `wait` a blocking query may ask for (longer ones are shortened to it).
+    #[arg(long, default_value = "10m", value_parser = duration)]
+    pub max_wait: Duration,
 }
 
 #[cfg(test)]

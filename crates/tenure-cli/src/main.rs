@@ -15,6 +15,7 @@ mod exit;
 mod lead;
 mod logging;
 mod output;
+mod serve;
 mod supervise;
 
 use clap::Parser;

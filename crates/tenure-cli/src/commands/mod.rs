@@ -8,6 +8,7 @@ mod leader;
 mod lock;
 mod migrate;
 mod run;
+mod serve;
 mod status;
 mod watch;
 
@@ -29,6 +30,7 @@ pub async fn dispatch(cli: Cli) -> Outcome {
         Command::Pause(args) => admin::pause(global, args).await,
         Command::Resume(args) => admin::resume(global, args).await,
         Command::Migrate(args) => migrate::migrate(global, args).await,
+        Command::Serve(args) => serve::serve(global, args).await,
     }
 }
 

@@ -167,6 +167,32 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     }
 }
 
+/// Opens (and closes) one connection, so that a refused connection or bad credentials are
+/// reported as such — a pool would only say that it timed out.
+pub(crate) async fn probe<C>(
+    connect: &C,
+    timeout: std::time::Duration,
+    url: &RedactedUrl,
+) -> Result<()>
+where
+    C: sqlx::ConnectOptions,
+    C::Connection: Sized,
+{
+    use sqlx::Connection;
+    let error = |source| crate::error::Error::Connect {
+        url: url.to_string(),
+        source,
+    };
+    match tokio::time::timeout(timeout, connect.connect()).await {
+        Ok(Ok(connection)) => {
+            let _ = connection.close().await;
+            Ok(())
+        }
+        Ok(Err(e)) => Err(error(e)),
+        Err(_) => Err(error(sqlx::Error::PoolTimedOut)),
+    }
+}
+
 /// Completes when a notification from [`Backend::subscribe`] matches (or when some were lost,
 /// so that the caller looks again); never, where the backend cannot push.
 pub(crate) async fn wait_for_change(

@@ -93,6 +93,7 @@ impl MySqlBackend {
         // setting; there the lock lasts until the holder resumes or its connection dies), and
         // no lock wait outlasts it.
         let session_s = options.timeout.as_secs().max(1);
+        super::probe(&connect, options.timeout, &redacted).await?;
         let pool = MySqlPoolOptions::new()
             .after_connect(move |conn, _| {
                 Box::pin(async move {

@@ -105,6 +105,7 @@ impl PostgresBackend {
         // and block every other candidate for as long as it is stopped: the server ends such
         // sessions after the store's timeout, and no lock wait outlasts it either.
         let session_ms = options.timeout.as_millis().max(1);
+        super::probe(&connect, options.timeout, &redacted).await?;
         let pool = PgPoolOptions::new()
             .after_connect(move |conn, _| {
                 Box::pin(async move {

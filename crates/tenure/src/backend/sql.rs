@@ -333,6 +333,15 @@ pub(crate) fn is_retryable(err: &sqlx::Error) -> bool {
     }
 }
 
+/// Whether an error says that a table, index or type already exists (PostgreSQL's answer to
+/// a concurrent `CREATE … IF NOT EXISTS`).
+pub(crate) fn is_duplicate_object(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Database(db) => matches!(db.code().as_deref(), Some("42P07" | "42710")),
+        _ => false,
+    }
+}
+
 /// Whether an error says that a table does not exist.
 pub(crate) fn is_missing_table(err: &sqlx::Error) -> bool {
     match err {
@@ -688,7 +697,10 @@ macro_rules! impl_sql_backend {
                     match result {
                         // Concurrent `CREATE TABLE IF NOT EXISTS` can collide in PostgreSQL's
                         // catalog; the other creator has then done the work.
-                        Err(e) if attempt < 4 && $crate::backend::sql::is_retryable(&e) => {}
+                        Err(e)
+                            if attempt < 6
+                                && ($crate::backend::sql::is_retryable(&e)
+                                    || $crate::backend::sql::is_duplicate_object(&e)) => {}
                         Err(e) => return Err(e.into()),
                         Ok(()) => return self.check_schema().await,
                     }

@@ -1,0 +1,143 @@
+//! `tenure serve`: the HTTP service (see `crate::serve`), with an elector per `--campaign`
+//! name as a sidecar. SIGINT or SIGTERM: the electors release (so another node takes over at
+//! once), blocking queries answer, and the server stops after the requests in flight.
+
+use super::{check_global, check_name};
+use crate::cli::{Global, ServeArgs};
+use crate::database;
+use crate::exit::{Failure, Outcome, OK};
+use crate::serve::{self, AppState, Campaign, Shared, Token, Watcher};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+use tenure::{Elector, Timing};
+use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::oneshot;
+
+/// How long the requests in flight get to finish after a signal.
+const DRAIN: Duration = Duration::from_secs(5);
+
+pub async fn serve(global: &Global, args: ServeArgs) -> Outcome {
+    check_global(global)?;
+    let mut names = BTreeSet::new();
+    for name in &args.campaign {
+        check_name(name)?;
+        if !names.insert(name.clone()) {
+            return Err(Failure::usage(format!(
+                "--campaign {name:?} is given more than once"
+            )));
+        }
+    }
+    if let Some(id) = &args.candidate {
+        tenure::validate::candidate(id)?;
+    }
+    if let Some(m) = &args.metadata {
+        tenure::validate::metadata(m)?;
+    }
+    let timing = Timing::from_ttl(args.ttl)?;
+    if args.poll_interval < Duration::from_millis(10) {
+        return Err(Failure::usage(format!(
+            "--poll-interval {:?} is too short: at least 10ms",
+            args.poll_interval
+        )));
+    }
+    let token = match &args.token_file {
+        Some(path) => Some(Token::read(path).map_err(Failure::usage)?),
+        None => None,
+    };
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    let metrics = serve::metrics::install().map_err(|e| Failure::new(crate::exit::INTERNAL, e))?;
+    tokio::spawn(serve::metrics::upkeep(metrics.clone()));
+
+    let store = database::open(global, !global.no_create, Some(timing.db_timeout())).await?;
+    let listener = TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| Failure::usage(format!("cannot listen on {}: {e}", args.listen)))?;
+    let address = listener.local_addr()?;
+    if !address.ip().is_loopback() {
+        tracing::warn!(%address, "listening beyond loopback: reads need no token");
+    }
+    let watcher = Watcher::spawn(store.clone(), args.poll_interval);
+    if !watcher.first_read(store.timeout() * 2).await {
+        tracing::warn!("the first read of the leases failed; /health says so until one succeeds");
+    }
+
+    // One candidate id for all the names, so that an operator sees one process.
+    let candidate = args
+        .candidate
+        .clone()
+        .unwrap_or_else(tenure::validate::default_candidate_id);
+    let mut electors = Vec::new();
+    let mut campaigns = BTreeMap::new();
+    for name in names {
+        let mut builder = Elector::builder(store.clone(), &name)
+            .timing(timing)
+            .candidate(&candidate);
+        if let Some(m) = &args.metadata {
+            builder = builder.metadata(m);
+        }
+        let elector = builder.spawn()?;
+        tracing::info!(%name, candidate = %elector.candidate(), "campaigning");
+        campaigns.insert(
+            name,
+            Campaign {
+                candidate: elector.candidate().to_string(),
+                role: elector.role(),
+            },
+        );
+        electors.push(elector);
+    }
+
+    let state = AppState::new(Shared {
+        store,
+        watcher,
+        campaigns,
+        token,
+        metrics: Some(metrics),
+        max_wait: args.max_wait,
+    });
+    if global.quiet == 0 {
+        eprintln!("tenure: listening on http://{address}");
+    }
+    let (stop, stopped) = oneshot::channel::<()>();
+    let mut server = tokio::spawn(serve::serve(listener, state, async {
+        let _ = stopped.await;
+    }));
+
+    let early = tokio::select! {
+        _ = interrupt.recv() => None,
+        _ = terminate.recv() => None,
+        result = &mut server => Some(result),
+    };
+    if let Some(result) = early {
+        shutdown(electors).await;
+        return match result {
+            Ok(Ok(())) => Ok(OK),
+            Ok(Err(e)) => Err(Failure::from(e)),
+            Err(e) => Err(Failure::new(crate::exit::INTERNAL, e.to_string())),
+        };
+    }
+    tracing::info!("stopping: releasing the campaigns, answering the waiting requests");
+    let _ = stop.send(());
+    shutdown(electors).await;
+    match tokio::time::timeout(DRAIN, &mut server).await {
+        Ok(Ok(Ok(()))) => Ok(OK),
+        Ok(Ok(Err(e))) => Err(Failure::from(e)),
+        Ok(Err(e)) => Err(Failure::new(crate::exit::INTERNAL, e.to_string())),
+        Err(_) => {
+            tracing::warn!("requests still in flight after {DRAIN:?}; stopping anyway");
+            server.abort();
+            Ok(OK)
+        }
+    }
+}
+
+/// Releases every campaign at once (each elector releases if it leads).
+async fn shutdown(electors: Vec<Elector>) {
+    let mut all = tokio::task::JoinSet::new();
+    for elector in electors {
+        all.spawn(elector.shutdown());
+    }
+    while all.join_next().await.is_some() {}
+}

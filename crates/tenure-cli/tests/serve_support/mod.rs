@@ -1,0 +1,431 @@
+//! Shared helpers of the `tenure serve` tests (`tests/serve_*.rs`).
+//!
+//! - [`Db`]: one database per test — a fresh SQLite file, or a fresh table prefix on the
+//!   PostgreSQL / MariaDB servers of `TENURE_TEST_POSTGRES_URL` / `TENURE_TEST_MYSQL_URL`
+//!   (`SKIPPED: …` when unreachable, a failure under `CI=true`).
+//! - [`Server`]: the real binary serving on 127.0.0.1 with an ephemeral port. It is stopped
+//!   when dropped, and dies with the test's thread if the test process dies (parent-death
+//!   signal), so no server outlives its test.
+//! - [`http`]: a small HTTP/1.1 client on a plain socket, so that a test can also send what a
+//!   polite client would not (oversized or malformed requests).
+#![allow(dead_code)]
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+pub use tenure::BackendKind;
+use tenure::{Op, Store, StoreOptions};
+
+/// Whether an unreachable server must fail the test instead of skipping it.
+pub fn under_ci() -> bool {
+    std::env::var("CI").as_deref() == Ok("true")
+}
+
+/// A token unique in this test run: lower-case letters and digits.
+pub fn unique() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{}n{}n{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed),
+        nanos % 100_000
+    )
+}
+
+// === databases ===
+
+/// One test's database.
+pub struct Db {
+    pub kind: BackendKind,
+    pub url: String,
+    pub prefix: String,
+    /// A library store on it (tables created), for setting up and checking leases.
+    pub store: Store,
+    dir: tempfile::TempDir,
+}
+
+impl Db {
+    /// A database on `kind`, or `None` after printing `SKIPPED: …` (panics under CI=true).
+    pub async fn new(kind: BackendKind) -> Option<Db> {
+        let dir = tempfile::Builder::new()
+            .prefix("tenure-serve-test-")
+            .tempdir()
+            .expect("temp dir");
+        let prefix = format!("sv{}_", unique());
+        let url = match kind {
+            BackendKind::Postgres => std::env::var("TENURE_TEST_POSTGRES_URL")
+                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into()),
+            BackendKind::MySql => std::env::var("TENURE_TEST_MYSQL_URL")
+                .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into()),
+            _ => format!("sqlite://{}", dir.path().join("serve.db").display()),
+        };
+        let options = StoreOptions::default()
+            .table_prefix(prefix.clone())
+            .timeout(Duration::from_secs(10));
+        let store = match Store::connect_with(&url, options).await {
+            Ok(store) => store,
+            Err(e) if under_ci() => panic!("{kind} server not reachable under CI=true: {e}"),
+            Err(e) => {
+                eprintln!(
+                    "SKIPPED: {kind} server not reachable ({e}); set CI=true to make this fail"
+                );
+                return None;
+            }
+        };
+        Some(Db {
+            kind,
+            url,
+            prefix,
+            store,
+            dir,
+        })
+    }
+
+    /// A temporary directory living as long as this database.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `tenure serve ARGS…` on this database, started and listening.
+    pub fn serve(&self, args: &[&str]) -> Server {
+        Server::start(self, args)
+    }
+
+    /// A campaign through the library (not through a server).
+    pub async fn campaign(&self, name: &str, who: &str, ttl_ms: u64) -> tenure::Applied {
+        let op = Op::Campaign {
+            candidate: who.into(),
+            ttl_ms,
+            metadata: None,
+        };
+        self.store.apply(name, &op, who).await.expect("campaign")
+    }
+
+    /// The live holder of `name`, if any.
+    pub async fn holder(&self, name: &str) -> Option<String> {
+        self.store
+            .leader(name)
+            .await
+            .expect("leader")
+            .map(|l| l.holder)
+    }
+
+    /// Drops this prefix's tables on the servers (the SQLite file goes with its directory).
+    pub async fn drop_tables(&self) {
+        use sqlx::Connection;
+        let drops = ["lease", "history", "schema"]
+            .map(|t| format!("DROP TABLE IF EXISTS {}{t}", self.prefix));
+        match self.kind {
+            BackendKind::Postgres => {
+                let mut c = sqlx::PgConnection::connect(&self.url)
+                    .await
+                    .expect("connect");
+                for sql in drops {
+                    sqlx::query(&sql).execute(&mut c).await.expect("drop");
+                }
+            }
+            BackendKind::MySql => {
+                let mut c = sqlx::MySqlConnection::connect(&self.url)
+                    .await
+                    .expect("connect");
+                for sql in drops {
+                    sqlx::query(&sql).execute(&mut c).await.expect("drop");
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+// === the server ===
+
+/// The admin token every test server reads from its token file.
+pub const TOKEN: &str = "serve-test-token-4b7c1e";
+
+/// A running `tenure serve`.
+pub struct Server {
+    child: Child,
+    pub addr: SocketAddr,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Server {
+    fn start(db: &Db, args: &[&str]) -> Server {
+        let token_file = db.dir().join("token");
+        std::fs::write(&token_file, format!("{TOKEN}\n")).expect("token file");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_tenure"));
+        command
+            .env_remove("TENURE_LOG")
+            .env("XDG_STATE_HOME", db.dir().join("state"))
+            .env("TENURE_DATABASE_URL", &db.url)
+            .env("TENURE_TABLE_PREFIX", &db.prefix)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .arg("--token-file")
+            .arg(&token_file)
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        // SAFETY: prctl only, between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let mut child = command.spawn().expect("spawn tenure serve");
+        let (tx, rx) = mpsc::channel();
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&stderr);
+        let pipe = child.stderr.take().expect("stderr");
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                if let Some(addr) = line.strip_prefix("tenure: listening on http://") {
+                    let _ = tx.send(addr.to_string());
+                }
+                let mut all = sink.lock().expect("stderr");
+                all.push_str(&line);
+                all.push('\n');
+            }
+        });
+        let addr = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(addr) => addr.parse().expect("a socket address"),
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "tenure serve did not start:\n{}",
+                    stderr.lock().expect("stderr")
+                );
+            }
+        };
+        Server {
+            child,
+            addr,
+            stderr,
+        }
+    }
+
+    /// The URL of `path` on this server.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    pub fn get(&self, path: &str) -> Reply {
+        http(self.addr, "GET", path, &[], b"")
+    }
+
+    /// POST with the admin token and a JSON body.
+    pub fn admin(&self, path: &str, body: &str) -> Reply {
+        let auth = format!("Bearer {TOKEN}");
+        http(
+            self.addr,
+            "POST",
+            path,
+            &[
+                ("Authorization", &auth),
+                ("Content-Type", "application/json"),
+            ],
+            body.as_bytes(),
+        )
+    }
+
+    /// Everything the server printed on stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().expect("stderr").clone()
+    }
+
+    pub fn pid(&self) -> i32 {
+        i32::try_from(self.child.id()).expect("pid")
+    }
+
+    /// SIGTERM, then waits (at most `within`) for the exit.
+    pub fn terminate(&mut self, within: Duration) -> Option<ExitStatus> {
+        let pid = nix::unistd::Pid::from_raw(self.pid());
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            if self.terminate(Duration::from_secs(5)).is_none() {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+            }
+        }
+    }
+}
+
+// === a small HTTP client ===
+
+/// An HTTP answer.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    /// Header names in lower case.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "not JSON ({e}): {} {}",
+                self.status,
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// The `X-Tenure-Index` header.
+    pub fn index(&self) -> u64 {
+        self.header("x-tenure-index")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no index header: {self:?}"))
+    }
+
+    /// Panics unless this is `status` with a JSON error that mentions `needle`.
+    pub fn assert_error(&self, status: u16, needle: &str) {
+        assert_eq!(self.status, status, "{}", self.text());
+        let body = self.json();
+        let message = body["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no JSON error: {body}"));
+        assert!(message.contains(needle), "{message:?} lacks {needle:?}");
+    }
+}
+
+/// One request on a fresh connection (`Connection: close`).
+pub fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Reply {
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    if !body.is_empty() || method == "POST" {
+        head.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    head.push_str("\r\n");
+    let mut request = head.into_bytes();
+    request.extend_from_slice(body);
+    raw(addr, &request)
+}
+
+/// Sends `request` as it is and reads the answer (at most 60 s).
+pub fn raw(addr: SocketAddr, request: &[u8]) -> Reply {
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    // The server may answer (413) and close before reading everything: a failed write is fine.
+    let _ = stream.write_all(request);
+    let mut bytes = Vec::new();
+    let _ = stream.read_to_end(&mut bytes);
+    parse(&bytes)
+}
+
+fn parse(bytes: &[u8]) -> Reply {
+    let split = bytes
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no complete answer: {:?}", String::from_utf8_lossy(bytes)));
+    let head = String::from_utf8_lossy(&bytes[..split]);
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split(' ').nth(1))
+        .and_then(|s| s.parse().ok())
+        .expect("status line");
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let rest = &bytes[split + 4..];
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"));
+    let body = if chunked {
+        unchunk(rest)
+    } else {
+        rest.to_vec()
+    };
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn unchunk(mut rest: &[u8]) -> Vec<u8> {
+    let mut body = Vec::new();
+    loop {
+        let Some(end) = rest.windows(2).position(|w| w == b"\r\n") else {
+            return body;
+        };
+        let size_text = String::from_utf8_lossy(&rest[..end]);
+        let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
+            .unwrap_or(0);
+        if size == 0 {
+            return body;
+        }
+        let start = end + 2;
+        body.extend_from_slice(&rest[start..(start + size).min(rest.len())]);
+        rest = &rest[(start + size + 2).min(rest.len())..];
+    }
+}
+
+/// Polls `check` every 20 ms until it returns `Some`, at most `within`.
+pub fn eventually<T>(within: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "not within {within:?}: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A scratch path under `dir`.
+pub fn path_in(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
+}
