@@ -195,7 +195,9 @@ impl Locks {
     }
 
     /// Waits up to `timeout` for `name`. Tries again when the holder's lease would expire (plus
-    /// jitter), at least every renew interval, and at once on a PostgreSQL notification.
+    /// jitter), at least every renew interval, and at once on a PostgreSQL notification. An
+    /// attempt that times out or fails in the database is tried again; if the last one failed
+    /// when the wait ends, its error is returned.
     ///
     /// # Errors
     /// As [`try_lock`](Locks::try_lock).
@@ -208,14 +210,16 @@ impl Locks {
         let give_up = Instant::now() + timeout;
         let timing = options.timing()?;
         let mut notes = self.inner.store.backend().subscribe();
+        let mut failed = None;
         loop {
-            let (guard, remaining) = self.attempt(name, &options).await?;
+            let (guard, remaining) =
+                transient(self.attempt(name, &options).await, &mut failed)?.unwrap_or_default();
             if guard.is_some() {
                 return Ok(guard);
             }
             let now = Instant::now();
             if now >= give_up {
-                return Ok(None);
+                return failed.map_or(Ok(None), Err);
             }
             let wait = match remaining {
                 Some(r) if !r.is_zero() => (r + timing.jitter()).min(timing.renew_interval()),
@@ -480,13 +484,14 @@ impl Semaphore {
         let timing = options.timing()?;
         let mut notes = self.locks.inner.store.backend().subscribe();
         let prefix = format!("{}#", self.name);
+        let mut failed = None;
         loop {
-            if let Some(guard) = self.try_acquire(options).await? {
+            if let Some(Some(guard)) = transient(self.try_acquire(options).await, &mut failed)? {
                 return Ok(Some(guard));
             }
             let now = Instant::now();
             if now >= give_up {
-                return Ok(None);
+                return failed.map_or(Ok(None), Err);
             }
             let next = (now + timing.renew_interval() + timing.jitter()).min(give_up);
             tokio::select! {
@@ -499,6 +504,23 @@ impl Semaphore {
     /// The number of permits.
     pub fn permits(&self) -> u32 {
         self.permits
+    }
+}
+
+/// A waiting caller retries after a timeout or a database error (until it gives up, when the
+/// last such error is returned); other errors end the wait at once.
+fn transient<T>(result: Result<T>, failed: &mut Option<Error>) -> Result<Option<T>> {
+    match result {
+        Ok(answer) => {
+            *failed = None;
+            Ok(Some(answer))
+        }
+        Err(e @ (Error::Timeout(_) | Error::Database(_))) => {
+            tracing::warn!(error = %e, "lock attempt failed; trying again");
+            *failed = Some(e);
+            Ok(None)
+        }
+        Err(e) => Err(e),
     }
 }
 
