@@ -626,7 +626,7 @@ async fn admin_actions_take_effect(kind: BackendKind) {
     let name = unique("demote");
     let first = campaign(&store, &name, &a, TTL_MS, None).await;
     let expires = first.lease.as_ref().expect("lease").expires_at;
-    let lease = admin_json(&db, &["demote", &name], "demote", true, "Demoted");
+    let lease = admin_json(&db, &["demote", &name], "demote", true, "demoted");
     assert_eq!(lease["holder"], Value::Null);
     assert_eq!(lease["term"], json!(1));
     assert_eq!(lease["remaining_ms"], json!(0));
@@ -636,11 +636,11 @@ async fn admin_actions_take_effect(kind: BackendKind) {
         campaign(&store, &name, &b, TTL_MS, None).await.effect,
         Effect::Unavailable
     );
-    admin_json(&db, &["demote", &name], "demote", false, "NoChange");
+    admin_json(&db, &["demote", &name], "demote", false, "no_change");
     let out = db.run(&["demote", &name, "--now", "--json"]);
     out.expect_code(0);
     assert!(out.stderr.contains("unsafe"), "{out}");
-    assert_eq!(out.json()["effect"], json!("Demoted"));
+    assert_eq!(out.json()["effect"], json!("demoted"));
     let snapshot = store.get(&name).await.expect("get");
     assert!(snapshot.leases[0].expires_at <= snapshot.now);
     let next = campaign(&store, &name, &b, TTL_MS, None).await;
@@ -650,7 +650,7 @@ async fn admin_actions_take_effect(kind: BackendKind) {
     // demote --now of a live leader: the next candidate starts at once.
     let name = unique("demote-now");
     assert!(acquired(&campaign(&store, &name, &a, TTL_MS, None).await));
-    let lease = admin_json(&db, &["demote", &name, "--now"], "demote", true, "Demoted");
+    let lease = admin_json(&db, &["demote", &name, "--now"], "demote", true, "demoted");
     assert_eq!(lease["holder"], Value::Null);
     let next = campaign(&store, &name, &b, TTL_MS, None).await;
     assert!(acquired(&next) && term(&next) == 2, "{next:?}");
@@ -665,14 +665,20 @@ async fn admin_actions_take_effect(kind: BackendKind) {
         &["handover", &name, &b],
         "handover",
         true,
-        "HandoverRequested",
+        "handover_requested",
     );
     assert_eq!(lease["holder"], json!(a));
     assert_eq!(lease["handover_to"], json!(b));
     assert_eq!(lease["term"], json!(1));
     let (code, leader) = leader_term(&db, &name, &a);
     assert_eq!((code, &leader["holder"]), (0, &json!(a)));
-    admin_json(&db, &["handover", &name, &b], "handover", false, "NoChange");
+    admin_json(
+        &db,
+        &["handover", &name, &b],
+        "handover",
+        false,
+        "no_change",
+    );
     assert_eq!(
         campaign(&store, &name, &a, TTL_MS, None).await.effect,
         Effect::SteppedDown(StepDownReason::HandoverTo(b.clone()))
@@ -699,7 +705,7 @@ async fn admin_actions_take_effect(kind: BackendKind) {
     out.expect_code(0);
     assert!(out.stderr.contains("unsafe"), "{out}");
     let v = out.json();
-    assert_eq!(v["effect"], json!("Forced"));
+    assert_eq!(v["effect"], json!("forced"));
     assert_eq!(v["changed"], json!(true));
     let lease = &v["lease"];
     assert_eq!(lease["holder"], json!(b));
@@ -723,10 +729,10 @@ async fn admin_actions_take_effect(kind: BackendKind) {
     // pause: the leader steps down and nobody acquires until resume.
     let name = unique("pause");
     assert!(acquired(&campaign(&store, &name, &a, TTL_MS, None).await));
-    let lease = admin_json(&db, &["pause", &name], "pause", true, "Paused");
+    let lease = admin_json(&db, &["pause", &name], "pause", true, "paused");
     assert_eq!(lease["paused"], json!(true));
     assert_eq!(lease["holder"], json!(a));
-    admin_json(&db, &["pause", &name], "pause", false, "NoChange");
+    admin_json(&db, &["pause", &name], "pause", false, "no_change");
     assert_eq!(
         campaign(&store, &name, &a, TTL_MS, None).await.effect,
         Effect::SteppedDown(StepDownReason::Paused)
@@ -749,9 +755,9 @@ async fn admin_actions_take_effect(kind: BackendKind) {
         .collect();
     assert_eq!(paused.len(), 1);
     assert_eq!(paused[0]["name"], json!(name));
-    let lease = admin_json(&db, &["resume", &name], "resume", true, "Resumed");
+    let lease = admin_json(&db, &["resume", &name], "resume", true, "resumed");
     assert_eq!(lease["paused"], json!(false));
-    admin_json(&db, &["resume", &name], "resume", false, "NoChange");
+    admin_json(&db, &["resume", &name], "resume", false, "no_change");
     let next = campaign(&store, &name, &b, TTL_MS, None).await;
     assert!(acquired(&next) && term(&next) == 2, "{next:?}");
 
@@ -789,7 +795,7 @@ async fn admin_actions_take_effect(kind: BackendKind) {
         );
         assert!(store.get(&never).await.expect("get").leases.is_empty());
     }
-    let lease = admin_json(&db, &["pause", &never], "pause", true, "Paused");
+    let lease = admin_json(&db, &["pause", &never], "pause", true, "paused");
     assert_eq!(
         (&lease["paused"], &lease["holder"], &lease["term"]),
         (&json!(true), &Value::Null, &json!(0))
@@ -927,7 +933,7 @@ async fn migrate_then_no_create(kind: BackendKind) {
         &["--no-create", "pause", &name],
         "pause",
         true,
-        "Paused",
+        "paused",
     );
     assert_eq!(lease["name"], json!(name));
     let out = db.run(&["--no-create", "status", "--json"]);
@@ -950,7 +956,7 @@ async fn migrate_then_no_create(kind: BackendKind) {
         &["--no-create", "pause", &name],
         "pause",
         true,
-        "Paused",
+        "paused",
     );
     let out = dba.run(&["--no-create", "history", &name, "--json"]);
     out.expect_code(0);

@@ -170,7 +170,7 @@ fn sidecar_over_http(kind: BackendKind) {
     );
     let paused = server.admin("/v1/pause/alpha", "");
     assert_eq!(paused.status, 200, "{}", paused.text());
-    assert_eq!(paused.json()["effect"], "Paused");
+    assert_eq!(paused.json()["effect"], "paused");
     let (reply, took) = blocked.join().expect("blocked query");
     assert_eq!(reply.status, 200);
     assert!(reply.index() > index);
@@ -197,7 +197,7 @@ fn sidecar_over_http(kind: BackendKind) {
 
     assert_eq!(
         server.admin("/v1/resume/alpha", "{}").json()["effect"],
-        "Resumed"
+        "resumed"
     );
     eventually(
         Duration::from_secs(3),
@@ -210,7 +210,7 @@ fn sidecar_over_http(kind: BackendKind) {
     let handover = server.admin("/v1/handover/alpha", r#"{"to":"node-2"}"#);
     assert_eq!(
         handover.json()["effect"],
-        "HandoverRequested",
+        "handover_requested",
         "{}",
         handover.text()
     );
@@ -233,7 +233,7 @@ fn sidecar_over_http(kind: BackendKind) {
 
     // Demote node-2 at once: node-1 takes over again.
     let demoted = server.admin("/v1/demote/alpha", r#"{"immediate": true}"#);
-    assert_eq!(demoted.json()["effect"], "Demoted");
+    assert_eq!(demoted.json()["effect"], "demoted");
     eventually(
         Duration::from_secs(3),
         "node-1 leads after the demote",

@@ -32,7 +32,7 @@ fn report(global: &Global, action: &'static str, applied: &Applied, said: &str) 
         print_json(&Answer {
             action,
             changed,
-            effect: format!("{:?}", applied.effect),
+            effect: applied.effect.as_str().to_string(),
             lease: applied
                 .lease
                 .as_ref()

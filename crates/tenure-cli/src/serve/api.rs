@@ -388,7 +388,7 @@ fn admin_answer(action: &'static str, applied: &Applied) -> Response {
     Json(AdminAnswer {
         action,
         changed: applied.effect != Effect::NoChange,
-        effect: format!("{:?}", applied.effect),
+        effect: applied.effect.as_str().to_string(),
         lease: applied
             .lease
             .as_ref()

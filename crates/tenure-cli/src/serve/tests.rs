@@ -642,10 +642,10 @@ async fn admin_calls_need_the_token_and_are_recorded(db: &TestDb) {
     // With the token: pause, resume, handover, demote, each in the history with the actor.
     let paused = call(&app, post("/v1/pause/alpha", Some(TOKEN), "")).await;
     assert_eq!(paused.status, StatusCode::OK, "{}", paused.body);
-    assert_eq!(paused.body["effect"], "Paused");
+    assert_eq!(paused.body["effect"], "paused");
     assert_eq!(paused.body["lease"]["paused"], true);
     let resumed = call(&app, post("/v1/resume/alpha", Some(TOKEN), "{}")).await;
-    assert_eq!(resumed.body["effect"], "Resumed");
+    assert_eq!(resumed.body["effect"], "resumed");
     let again = call(&app, post("/v1/resume/alpha", Some(TOKEN), "")).await;
     assert_eq!(
         (again.status, &again.body["changed"]),
@@ -657,7 +657,7 @@ async fn admin_calls_need_the_token_and_are_recorded(db: &TestDb) {
     )
     .await;
     assert_eq!(
-        handover.body["effect"], "HandoverRequested",
+        handover.body["effect"], "handover_requested",
         "{}",
         handover.body
     );
@@ -667,7 +667,7 @@ async fn admin_calls_need_the_token_and_are_recorded(db: &TestDb) {
         post("/v1/demote/alpha", Some(TOKEN), r#"{"immediate":true}"#),
     )
     .await;
-    assert_eq!(demoted.body["effect"], "Demoted", "{}", demoted.body);
+    assert_eq!(demoted.body["effect"], "demoted", "{}", demoted.body);
     assert_eq!(demoted.body["lease"]["holder"], Value::Null);
 
     let history = get(&app, "/v1/history/alpha").await;

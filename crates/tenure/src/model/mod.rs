@@ -160,6 +160,27 @@ pub enum Effect {
     UnknownName,
 }
 
+impl Effect {
+    /// A stable snake_case word for programs (`--json`, the HTTP API).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Effect::Acquired { .. } => "acquired",
+            Effect::Renewed => "renewed",
+            Effect::SteppedDown(_) => "stepped_down",
+            Effect::Released => "released",
+            Effect::NotHolder => "not_holder",
+            Effect::Unavailable => "unavailable",
+            Effect::Demoted => "demoted",
+            Effect::HandoverRequested => "handover_requested",
+            Effect::Forced => "forced",
+            Effect::Paused => "paused",
+            Effect::Resumed => "resumed",
+            Effect::NoChange => "no_change",
+            Effect::UnknownName => "unknown_name",
+        }
+    }
+}
+
 /// A transition worth recording in `tenure_history`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventKind {
