@@ -361,9 +361,10 @@ async fn watch_prints_one_json_line_per_change(kind: BackendKind) {
             db.tenure()
                 .args(["watch", &name, "--json", "--interval", "100ms"]),
         );
-    // A name never used: one line with the time only.
+    // A name never used: one line with the time and the name only.
     let first = one_line(&watch, "start");
-    assert_keys(&first, &["at"]);
+    assert_keys(&first, &["at", "name"]);
+    assert_eq!(first["name"], json!(name));
     let mut last_at = rfc3339(&first["at"]);
     let mut next = |after: &str, expected: Value| {
         let line = one_line(&watch, after);

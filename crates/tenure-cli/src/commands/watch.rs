@@ -11,6 +11,9 @@ use tokio::signal::unix::{signal, SignalKind};
 #[derive(Serialize, PartialEq, Eq)]
 struct Change {
     at: String,
+    /// Only for a name never used (a lease carries its own name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
     #[serde(flatten)]
     lease: Option<LeaseJson>,
 }
@@ -62,7 +65,8 @@ pub async fn watch(global: &Global, args: WatchArgs) -> Outcome {
                     last = k;
                     let at = time(snapshot.now);
                     if global.json {
-                        print_json(&Change { at, lease });
+                        let name = lease.is_none().then(|| args.name.clone());
+                        print_json(&Change { at, name, lease });
                     } else {
                         match &lease {
                             Some(l) => println!("{at} {}", l.line()),
