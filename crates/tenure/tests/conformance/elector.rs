@@ -162,7 +162,10 @@ pub async fn failover_after_crash(store: Store) {
 }
 
 /// A graceful release hands over within 100 ms on PostgreSQL (NOTIFY) and within one renew
-/// interval (plus scheduling slack) elsewhere.
+/// interval (plus scheduling slack) elsewhere. Three handovers are measured and the median is
+/// held to the bound, so that one scheduling hiccup on a loaded machine does not fail the test
+/// while polling instead of NOTIFY (a median near half a renew interval) still would; every
+/// handover must stay within the polling bound.
 pub async fn graceful_release_is_prompt(store: Store) {
     let name = unique("graceful");
     let ttl = 2000;
@@ -170,26 +173,37 @@ pub async fn graceful_release_is_prompt(store: Store) {
         .iter()
         .map(|id| Some(spawn(&store, &name, id, ttl)))
         .collect();
-    let (i, old_term) = wait_for_leader(&electors, Duration::from_secs(5)).await;
-    // Let the follower settle into its waiting state.
-    tokio::time::sleep(Duration::from_millis(700)).await;
-    let guard = electors[i].as_ref().unwrap().current().unwrap();
-    let since = Instant::now();
-    guard.release().await.unwrap();
+    let polling = timing(ttl).renew_interval() + Duration::from_millis(150);
     let bound = match store.backend().kind() {
         BackendKind::Postgres => Duration::from_millis(100),
-        _ => timing(ttl).renew_interval() + Duration::from_millis(150),
+        _ => polling,
     };
-    let (j, new_term) = wait_for_leader(&electors, bound).await;
-    let took = since.elapsed();
-    assert_ne!(
-        i, j,
-        "the releasing elector must leave the lease to the follower"
-    );
-    assert_eq!(new_term, old_term + 1);
+    let (mut i, mut term) = wait_for_leader(&electors, Duration::from_secs(5)).await;
+    let mut took = vec![];
+    for _ in 0..3 {
+        // Let the follower settle into its waiting state (and the last releaser's hold-off end).
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let guard = electors[i].as_ref().unwrap().current().unwrap();
+        let since = Instant::now();
+        guard.release().await.unwrap();
+        let (j, new_term) = wait_for_leader(&electors, polling).await;
+        took.push(since.elapsed());
+        assert_ne!(
+            i, j,
+            "the releasing elector must leave the lease to the follower"
+        );
+        assert_eq!(new_term, term + 1);
+        (i, term) = (j, new_term);
+    }
+    took.sort();
     eprintln!(
-        "{:?}: graceful handover took {took:?} (bound {bound:?})",
+        "{:?}: graceful handovers took {took:?} (median bound {bound:?})",
         store.backend().kind()
+    );
+    assert!(
+        took[1] <= bound,
+        "median handover {:?} over {bound:?}",
+        took[1]
     );
     for e in electors.into_iter().flatten() {
         e.shutdown().await;
