@@ -50,26 +50,7 @@ fn check_global(global: &crate::cli::Global) -> Result<(), Failure> {
                  for the default SQLite file"
             )));
         }
-        if tenure::BackendKind::from_url(url)? == tenure::BackendKind::Sqlite {
-            check_sqlite_path(url)?;
-        }
-    }
-    Ok(())
-}
-
-/// An SQLite URL needs a file: with an empty path (`sqlite://`, `sqlite:?mode=rwc`) SQLite
-/// opens a private temporary database for every connection, so the tables created on one
-/// connection are missing on the next and nothing is shared or kept.
-fn check_sqlite_path(url: &str) -> Result<(), Failure> {
-    // `from_url` matched the scheme `sqlite` case-insensitively: the first 7 bytes are ASCII.
-    let rest = &url["sqlite:".len()..];
-    let rest = rest.strip_prefix("//").unwrap_or(rest);
-    if rest.split('?').next().unwrap_or_default().is_empty() {
-        return Err(Failure::usage(format!(
-            "invalid database URL {}: the path of the SQLite file is missing \
-             (e.g. sqlite:///var/lib/tenure/tenure.db or sqlite:tenure.db)",
-            tenure::RedactedUrl::new(url)
-        )));
+        tenure::BackendKind::check_url(url)?;
     }
     Ok(())
 }

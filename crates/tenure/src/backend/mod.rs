@@ -223,7 +223,7 @@ pub(crate) async fn wait_for_change(
 /// [`Error::SchemaMissing`](crate::Error::SchemaMissing) and database errors.
 pub async fn connect(url: &str, options: &StoreOptions) -> Result<std::sync::Arc<dyn Backend>> {
     options.validate()?;
-    let backend: std::sync::Arc<dyn Backend> = match BackendKind::from_url(url)? {
+    let backend: std::sync::Arc<dyn Backend> = match BackendKind::check_url(url)? {
         #[cfg(feature = "postgres")]
         BackendKind::Postgres => {
             std::sync::Arc::new(postgres::PostgresBackend::connect(url, options).await?)
@@ -273,6 +273,30 @@ impl BackendKind {
                     .to_string(),
             }),
         }
+    }
+
+    /// The backend a URL names, after checking what can be checked without connecting: the
+    /// scheme, and that an SQLite URL names a file (with an empty path SQLite opens a private
+    /// temporary database per connection, so nothing would be shared or kept).
+    ///
+    /// # Errors
+    /// [`Error::BadUrl`](crate::Error::BadUrl), saying what is wrong.
+    pub fn check_url(url: &str) -> Result<BackendKind> {
+        let kind = BackendKind::from_url(url)?;
+        if kind == BackendKind::Sqlite {
+            // `from_url` matched the scheme case-insensitively: the first 7 bytes are ASCII.
+            let rest = &url["sqlite:".len()..];
+            let rest = rest.strip_prefix("//").unwrap_or(rest);
+            if rest.split('?').next().unwrap_or_default().is_empty() {
+                return Err(crate::error::Error::BadUrl {
+                    url: RedactedUrl::new(url).to_string(),
+                    reason: "the path of the SQLite file is missing (e.g. \
+                             sqlite:///var/lib/tenure/tenure.db or sqlite:tenure.db)"
+                        .to_string(),
+                });
+            }
+        }
+        Ok(kind)
     }
 
     /// The cargo feature that compiles this backend in.

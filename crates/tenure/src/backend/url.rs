@@ -67,4 +67,28 @@ mod tests {
         assert!(!bad.as_str().contains("s3cret"), "{bad}");
         assert_eq!(RedactedUrl::new("sqlite:x.db").as_str(), "sqlite:x.db");
     }
+
+    #[test]
+    fn sqlite_urls_need_a_path() {
+        use crate::BackendKind;
+        for ok in [
+            "sqlite:x.db",
+            "sqlite:///tmp/x.db",
+            "SQLITE://x.db?mode=rwc",
+        ] {
+            assert_eq!(
+                BackendKind::check_url(ok).unwrap(),
+                BackendKind::Sqlite,
+                "{ok}"
+            );
+        }
+        for bad in ["sqlite:", "sqlite://", "sqlite:?mode=rwc"] {
+            let err = BackendKind::check_url(bad).unwrap_err().to_string();
+            assert!(
+                err.contains("path of the SQLite file is missing"),
+                "{bad}: {err}"
+            );
+        }
+        assert!(BackendKind::check_url("redis://x").is_err());
+    }
 }

@@ -7,6 +7,7 @@ mod elector;
 mod fence;
 mod locks;
 mod ops;
+mod schedule;
 mod stall;
 
 use fence::fence_tests;
@@ -64,6 +65,7 @@ for_every_backend!([
     locks::lock_lost_when_paused,
     locks::lock_election_mode,
     locks::semaphore_limits_holders,
+    schedule::schedule_runs_each_tick_once,
 ]);
 
 fence_tests!(
