@@ -64,6 +64,14 @@ impl Timing {
         Duration::from_millis(rand::random::<u64>() % (max + 1))
     }
 
+    /// How long an elector that released waits before it campaigns again: `renew_interval +
+    /// db_timeout`. A polling follower tries at least every renew interval and each try takes
+    /// at most the database timeout, so a follower whose round trip is under about two thirds
+    /// of the database timeout takes over first, even if the releaser's round trip is shorter.
+    pub fn release_hold_off(&self) -> Duration {
+        self.renew_interval + self.db_timeout
+    }
+
     /// The local deadline's distance from the send instant: `ttl − safety_margin`.
     pub fn belief(&self) -> Duration {
         self.ttl - self.safety_margin

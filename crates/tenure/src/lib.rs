@@ -56,6 +56,7 @@
 //! `sqlite`, `postgres`, `mysql` (all on by default) select the backends.
 
 pub mod backend;
+mod belief;
 mod config;
 pub mod elector;
 mod error;

@@ -66,7 +66,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use tokio::time::{sleep_until, Instant};
-use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
+use tokio_util::sync::CancellationToken;
 
 /// How a lock is held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -291,12 +291,22 @@ impl Locks {
         let deadline = sent + timing.belief();
         let stale = self.inner.stale.lock().expect("stale table").remove(name);
         if received >= deadline || stale == Some(term) {
-            // Too late to believe, or a term whose belief already ended: give it back.
-            let _ = self
+            // Too late to believe, or a term whose belief already ended: give it back. Until
+            // the release is known to have landed the term stays stale, so that a renewal of
+            // it (the release timed out, say) is given back again, never handed out.
+            let released = self
                 .inner
                 .store
                 .release(name, &self.inner.holder, term, Duration::ZERO)
                 .await;
+            if let Err(e) = released {
+                tracing::warn!(name, term, error = %e, "giving back a stale lock term failed; it stays stale");
+                self.inner
+                    .stale
+                    .lock()
+                    .expect("stale table")
+                    .insert(name.to_string(), term);
+            }
             return Ok((None, Some(Duration::ZERO)));
         }
         let (deadline_tx, deadline_rx) = watch::channel(deadline);
@@ -372,21 +382,23 @@ impl LockGuard {
     pub fn deadline(&self) -> Instant {
         *self.deadline.borrow()
     }
-    /// Completes when the lock is lost: not renewed by its deadline, or taken away (paused,
-    /// handed over, demoted).
+    /// Completes when the lock is lost: not renewed by its deadline (watched here as well, so
+    /// it completes at the deadline even if the keep-alive task runs late), or taken away
+    /// (paused, handed over, demoted).
     ///
     /// # Cancel safety
     /// Cancel safe: it only waits.
-    pub fn lost(&self) -> WaitForCancellationFuture<'_> {
-        self.lost.cancelled()
+    pub async fn lost(&self) {
+        crate::belief::ended(&self.lost, &self.deadline).await
     }
-    /// A token cancelled when the lock is lost.
+    /// A token cancelled when the lock is lost. After a process pause it can fire a moment
+    /// after the deadline; check [`is_lost`](Self::is_lost) before each step.
     pub fn lost_token(&self) -> CancellationToken {
         self.lost.clone()
     }
-    /// Whether the lock is lost.
+    /// Whether the lock is lost: taken away, or its deadline has passed (read from the clock).
     pub fn is_lost(&self) -> bool {
-        self.lost.is_cancelled()
+        crate::belief::has_ended(&self.lost, &self.deadline)
     }
 
     /// Releases the lock now (it stays unavailable until `acquired_at + at_least`).

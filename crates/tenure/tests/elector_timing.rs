@@ -163,6 +163,37 @@ async fn notification_wakes_a_follower_at_once() {
     assert_eq!(gb.term(), 2);
 }
 
+/// A follower farther from the database than the leader (a longer round trip) still takes over
+/// a released lease, wherever its polling stands at the release: the releaser holds off for a
+/// renew interval plus the database timeout. With a hold-off of one renew interval the
+/// releaser, whose round trip is short, took the lease back at some of these offsets.
+#[tokio::test(start_paused = true)]
+async fn a_slower_follower_takes_over_a_release_at_any_offset() {
+    let timing = Timing::from_ttl(TTL).unwrap();
+    let round_trip = timing.db_timeout() * 3 / 5;
+    let step = Duration::from_millis(10);
+    let offsets = (timing.renew_interval().as_millis() / step.as_millis()) as u32;
+    for offset in 0..offsets {
+        let (backend, store) = setup(false);
+        backend
+            .round_trips
+            .lock()
+            .unwrap()
+            .insert("b".into(), round_trip);
+        let a = elector(&store, "a");
+        let ga = a.leader().await.unwrap();
+        let b = elector(&store, "b");
+        sleep(timing.ttl() + step * offset).await;
+        ga.release().await.unwrap();
+        let gb = timeout(timing.release_hold_off() + timing.ttl(), b.leader())
+            .await
+            .unwrap_or_else(|_| panic!("the releaser took the lease back (offset {offset})"))
+            .unwrap();
+        assert_eq!(gb.term(), 2, "offset {offset}");
+        assert!(!a.role().borrow().is_leader(), "offset {offset}");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_tenure_lost_locally_is_never_resumed() {
     let (backend, store) = setup(false);
@@ -180,6 +211,36 @@ async fn a_tenure_lost_locally_is_never_resumed() {
         second.term(),
         first.term() + 1,
         "a new tenure gets a new term"
+    );
+}
+
+/// The release of a term whose belief ended can fail (it timed out on a starved process: the
+/// fault suite's starve scenario found this). The next renewal of that term must be released
+/// again, not taken for a new tenure under the old term.
+#[tokio::test(flavor = "current_thread")]
+async fn a_stale_term_stays_stale_until_its_release_lands() {
+    let (backend, store) = setup(false);
+    let timing = Timing::from_ttl(TTL).unwrap();
+    let e = elector(&store, "a");
+    let first = e.leader().await.unwrap();
+    // The next renewal lands in the database but is read after the local deadline: the term
+    // is stale while the database still names us. Its first two releases then fail.
+    *backend.stall_once.lock().unwrap() = Some(timing.belief() + Duration::from_millis(50));
+    backend.failing_releases.store(2, Ordering::SeqCst);
+    first.lost().await;
+    let second = timeout(Duration::from_secs(10), e.leader())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        backend.failing_releases.load(Ordering::SeqCst),
+        0,
+        "the release was tried until it landed"
+    );
+    assert_eq!(
+        second.term(),
+        first.term() + 1,
+        "the old term is never resumed, however many releases fail"
     );
 }
 
@@ -223,4 +284,31 @@ async fn abort_fires_the_guard_and_leaves_the_lease_to_expire() {
     assert!(guard.is_lost());
     let row = backend.row("job").unwrap();
     assert_eq!(row.holder.as_deref(), Some("a"), "no release on abort");
+}
+
+/// A process pause: the thread is stopped past the deadline, so the elector's task has not
+/// run when the leader-only code resumes. The guard must still say the tenure is over (the
+/// fault suite's pause scenario found operations issued after the deadline before this).
+#[tokio::test(flavor = "current_thread")]
+async fn after_a_pause_the_guard_reports_the_loss_before_the_elector_runs() {
+    let (_backend, store) = setup(false);
+    let e = elector(&store, "a");
+    let guard = e.leader().await.unwrap();
+    assert!(!guard.is_lost());
+    // Blocks the only runtime thread, as SIGSTOP would: no task runs meanwhile.
+    std::thread::sleep(guard.deadline() - Instant::now() + Duration::from_millis(50));
+    assert!(guard.is_lost(), "the deadline has passed");
+    // And the signal completes without waiting for the elector.
+    let lost = std::pin::pin!(guard.lost());
+    assert!(
+        futures_poll_once(lost),
+        "lost() completes at once after the deadline"
+    );
+}
+
+/// Polls a future once with a no-op waker.
+fn futures_poll_once(mut f: std::pin::Pin<&mut impl std::future::Future<Output = ()>>) -> bool {
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    f.as_mut().poll(&mut cx).is_ready()
 }

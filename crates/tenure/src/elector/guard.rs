@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
-use tokio_util::sync::{CancellationToken, WaitForCancellationFuture};
+use tokio_util::sync::CancellationToken;
 
 /// One tenure of this elector: its term (the fencing token) and a signal that fires when the
 /// tenure ends — at the latest at the local deadline, before any other candidate can start.
@@ -61,24 +61,37 @@ impl LeaderGuard {
     /// Completes when this tenure ends: the local deadline passed without a renewal, the
     /// elector learned it was demoted, paused or replaced, it released, or it stopped.
     ///
+    /// It watches the deadline itself as well as the elector's signal, so it completes at the
+    /// deadline even when the elector's task runs late (after a process pause, say).
+    ///
     /// # Cancel safety
     /// Cancel safe: it only waits.
-    pub fn lost(&self) -> WaitForCancellationFuture<'_> {
-        self.lost.cancelled()
+    pub async fn lost(&self) {
+        crate::belief::ended(&self.lost, &self.deadline).await
     }
 
     /// A token cancelled when this tenure ends, for passing to leader-only tasks.
+    ///
+    /// The elector cancels it at the deadline; after a process pause that can be a moment
+    /// late, so a task that must not act after the deadline checks [`is_lost`](Self::is_lost)
+    /// (which reads the clock) before each step.
     pub fn lost_token(&self) -> CancellationToken {
         self.lost.clone()
     }
 
-    /// Whether this tenure has already ended.
+    /// Whether this tenure has already ended: the elector said so, or the local deadline has
+    /// passed. The clock is read here, so the answer is right even when the elector's task
+    /// has not run yet (after a process pause, say): check this before each leader-only step.
     pub fn is_lost(&self) -> bool {
-        self.lost.is_cancelled()
+        crate::belief::has_ended(&self.lost, &self.deadline)
     }
 
     /// Ends this tenure now and releases the lease in the database, so that a follower can take
-    /// over at once. The elector then waits one renew interval before it campaigns again.
+    /// over at once. The elector then waits [`Timing::release_hold_off`] (renew interval plus
+    /// database timeout) before it campaigns again, so that a polling follower takes over
+    /// first.
+    ///
+    /// [`Timing::release_hold_off`]: crate::Timing::release_hold_off
     /// Releasing a tenure that already ended does nothing.
     ///
     /// # Errors

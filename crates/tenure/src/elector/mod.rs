@@ -53,9 +53,10 @@ pub enum Role {
 }
 
 impl Role {
-    /// Whether this is [`Role::Leader`].
+    /// Whether this is [`Role::Leader`] and its deadline has not passed (the clock is read
+    /// here, so this is right even before the elector's task has noticed the deadline).
     pub fn is_leader(&self) -> bool {
-        matches!(self, Role::Leader { .. })
+        matches!(self, Role::Leader { deadline, .. } if Instant::now() < *deadline)
     }
 }
 

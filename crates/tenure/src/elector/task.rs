@@ -75,8 +75,10 @@ impl Task {
                         let current = self.tenure.as_ref().is_some_and(|t| t.term == term);
                         let result = if current { self.release_current("released").await } else { Ok(()) };
                         if current {
-                            // Give the others a chance before campaigning again.
-                            self.not_before = Instant::now() + self.timing.renew_interval();
+                            // Leave the lease to the others before campaigning again: a
+                            // polling follower tries at least every renew interval, and its
+                            // try can take up to the database timeout.
+                            self.not_before = Instant::now() + self.timing.release_hold_off();
                             self.set_role(Role::Follower { leader: None });
                         }
                         let _ = reply.send(result);
@@ -125,6 +127,7 @@ impl Task {
             self.timing.db_timeout(),
         );
         let sent = Instant::now();
+        tracing::debug!(name = %self.name, candidate = %self.me, "campaign sent");
         let call = async move { store.apply_within(timeout, &name, &op, &me).await };
         tokio::pin!(call);
         let result = loop {
@@ -143,6 +146,13 @@ impl Task {
             .record((received - sent).as_secs_f64());
         match result {
             Ok(applied) => {
+                tracing::debug!(
+                    name = %self.name,
+                    candidate = %self.me,
+                    effect = applied.effect.as_str(),
+                    term = applied.lease.as_ref().map_or(0, |l| l.term),
+                    "campaign answered"
+                );
                 if let Some(lease) = &applied.lease {
                     metrics::gauge!("tenure_lease_remaining_seconds", "name" => name)
                         .set(lease.remaining_ms(applied.now) as f64 / 1000.0);
@@ -187,9 +197,19 @@ impl Task {
                 }
                 if self.tenure.is_none() && self.stale_term == Some(term) {
                     // Our belief in this term ended; start a fresh term instead of resuming.
-                    self.release_or_warn(term).await;
-                    self.stale_term = None;
-                    return Instant::now();
+                    // Until the release is known to have landed the term stays stale, so a
+                    // later renewal of it (the release timed out, say) is released again and
+                    // never taken for a new tenure.
+                    return match self.release_term(term).await {
+                        Ok(()) => {
+                            self.stale_term = None;
+                            Instant::now()
+                        }
+                        Err(e) => {
+                            tracing::warn!(name = %self.name, term, error = %e, "release of a stale term failed; trying again");
+                            Instant::now() + self.timing.renew_interval() / 4
+                        }
+                    };
                 }
                 self.stale_term = None;
                 match &mut self.tenure {

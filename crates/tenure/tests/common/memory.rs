@@ -28,6 +28,10 @@ pub struct MemoryBackend {
     pub stall_once: Mutex<Option<Duration>>,
     /// How many `apply` calls were made.
     pub calls: AtomicUsize,
+    /// The next this many `Op::Release` calls time out without changing anything.
+    pub failing_releases: AtomicUsize,
+    /// Calls by these actors take this round trip: half before deciding, half after.
+    pub round_trips: Mutex<HashMap<String, Duration>>,
 }
 
 impl MemoryBackend {
@@ -42,6 +46,8 @@ impl MemoryBackend {
             hang: AtomicBool::new(false),
             stall_once: Mutex::default(),
             calls: AtomicUsize::new(0),
+            failing_releases: AtomicUsize::new(0),
+            round_trips: Mutex::default(),
         }
     }
 
@@ -65,13 +71,30 @@ impl Backend for MemoryBackend {
         &self.url
     }
 
-    async fn apply(&self, name: &str, op: &Op, _actor: &str) -> tenure::Result<Applied> {
+    async fn apply(&self, name: &str, op: &Op, actor: &str) -> tenure::Result<Applied> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         if self.hang.load(Ordering::SeqCst) {
             std::future::pending::<()>().await;
         }
         let delay = *self.delay.lock().unwrap();
         tokio::time::sleep(delay).await;
+        let leg = self
+            .round_trips
+            .lock()
+            .unwrap()
+            .get(actor)
+            .map(|rtt| *rtt / 2);
+        if let Some(leg) = leg {
+            tokio::time::sleep(leg).await;
+        }
+        if matches!(op, Op::Release { .. })
+            && self
+                .failing_releases
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+        {
+            return Err(tenure::Error::Timeout(Duration::from_millis(1)));
+        }
         let now = self.now();
         let decision = {
             let mut rows = self.rows.lock().unwrap();
@@ -86,6 +109,9 @@ impl Backend for MemoryBackend {
         }
         if let Some(stall) = self.stall_once.lock().unwrap().take() {
             std::thread::sleep(stall);
+        }
+        if let Some(leg) = leg {
+            tokio::time::sleep(leg).await;
         }
         Ok(Applied {
             now,
