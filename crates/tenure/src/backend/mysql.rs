@@ -58,6 +58,7 @@ pub(crate) fn dialect() -> Dialect {
         for_update: "FOR UPDATE",
         share_lock: "LOCK IN SHARE MODE",
         update_returning: false,
+        notify_on_event: false,
         schema: SCHEMA,
     }
 }
@@ -192,13 +193,12 @@ impl MySqlBackend {
         &self.pool
     }
 
-    async fn after_event(&self, _tx: &mut Transaction<'_, MySql>, _name: &str) -> Result<()> {
-        Ok(())
-    }
-
     fn subscription(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
         None
     }
 }
+
+/// Every operation runs the model's transaction.
+impl super::sql::OneStatement for MySqlBackend {}
 
 impl_sql_backend!(MySqlBackend, MySql, crate::backend::BackendKind::MySql);

@@ -13,8 +13,9 @@ pub struct StoreOptions {
     /// Create the tables on first use (`IF NOT EXISTS`). Turn off where the user has no DDL
     /// rights; then a missing table is [`Error::SchemaMissing`](crate::Error::SchemaMissing).
     pub auto_create: bool,
-    /// History rows older than this are deleted when a newer event of the same name is
-    /// written. `None` keeps everything. Default 30 days.
+    /// History rows older than this are deleted, lazily: at every 64th tenure of a name and at
+    /// every administrative event (demote, handover, pause, resume) of it, so a name keeps at
+    /// most 64 tenures' events beyond this. `None` keeps everything. Default 30 days.
     pub history_retention: Option<Duration>,
     /// Bound on connecting and on each call made through [`Store`](crate::Store).
     pub timeout: Duration,

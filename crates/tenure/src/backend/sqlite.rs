@@ -67,6 +67,7 @@ pub(crate) fn dialect() -> Dialect {
         for_update: "",
         share_lock: "",
         update_returning: true,
+        notify_on_event: false,
         schema: SCHEMA,
     }
 }
@@ -104,6 +105,19 @@ impl SqliteBackend {
             // and can starve one another. (It also keeps `:memory:` one database.)
             .max_connections(1)
             .acquire_timeout(options.timeout)
+            // A transaction cancelled at the wrong instant (a timeout while the process was
+            // starved, say) can leave the connection inside it: its rollback failed while a
+            // statement was still active. Reused, that connection would hold the write lock
+            // forever and refuse every `BEGIN`; closed, SQLite rolls it back.
+            .before_acquire(|conn, _| {
+                Box::pin(async move {
+                    use sqlx::TransactionManager;
+                    Ok(
+                        <Sqlite as sqlx::Database>::TransactionManager::get_transaction_depth(conn)
+                            == 0,
+                    )
+                })
+            })
             .connect_with(connect)
             .await
             .map_err(|source| Error::Connect {
@@ -165,13 +179,12 @@ impl SqliteBackend {
         &self.pool
     }
 
-    async fn after_event(&self, _tx: &mut Transaction<'_, Sqlite>, _name: &str) -> Result<()> {
-        Ok(())
-    }
-
     fn subscription(&self) -> Option<tokio::sync::broadcast::Receiver<String>> {
         None
     }
 }
+
+/// Every operation runs the model's transaction.
+impl super::sql::OneStatement for SqliteBackend {}
 
 impl_sql_backend!(SqliteBackend, Sqlite, crate::backend::BackendKind::Sqlite);

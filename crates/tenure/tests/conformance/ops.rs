@@ -33,6 +33,8 @@ pub async fn acquire_renew_and_leader(store: Store) {
     assert_eq!(lease.holder.as_deref(), Some("a"));
     assert_eq!(lease.expires_at, a.now.plus_ms(LONG));
 
+    // SQLite's clock counts milliseconds: let one pass, so the renewal must move the expiry.
+    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
     let renewed = campaign(&store, &name, "a", LONG).await;
     assert_eq!(renewed.effect, Effect::Renewed);
     assert_eq!(term(&renewed), 1);

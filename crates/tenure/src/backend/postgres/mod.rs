@@ -5,6 +5,8 @@
 //! was granted (never `now()`, the transaction's start). Every history event also sends
 //! `pg_notify('<prefix>lease', name)`, delivered at commit, which wakes followers at once.
 
+mod one_statement;
+
 use super::options::StoreOptions;
 use super::sql::{impl_sql_backend, Dialect, Statements};
 use super::url::RedactedUrl;
@@ -62,6 +64,7 @@ pub(crate) fn dialect() -> Dialect {
         for_update: "FOR UPDATE",
         share_lock: "FOR SHARE",
         update_returning: true,
+        notify_on_event: true,
         schema: SCHEMA,
     }
 }
@@ -70,10 +73,10 @@ pub(crate) fn dialect() -> Dialect {
 pub struct PostgresBackend {
     pool: PgPool,
     stmts: Statements,
+    one: one_statement::OneStatement,
     url: RedactedUrl,
     retention_us: Option<i64>,
     begin: &'static str,
-    channel: String,
     notifications: broadcast::Sender<String>,
     listener: JoinHandle<()>,
 }
@@ -133,10 +136,10 @@ impl PostgresBackend {
         Ok(PostgresBackend {
             pool,
             stmts: Statements::new(&options.table_prefix, &dialect()),
+            one: one_statement::OneStatement::new(&options.table_prefix, &dialect()),
             url: redacted,
             retention_us: options.retention_us(),
             begin: "BEGIN",
-            channel,
             notifications,
             listener,
         })
@@ -185,15 +188,6 @@ impl PostgresBackend {
         &self.pool
     }
 
-    async fn after_event(&self, tx: &mut Transaction<'_, Postgres>, name: &str) -> Result<()> {
-        sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(&self.channel)
-            .bind(name)
-            .execute(&mut **tx)
-            .await?;
-        Ok(())
-    }
-
     fn subscription(&self) -> Option<broadcast::Receiver<String>> {
         Some(self.notifications.subscribe())
     }
@@ -212,6 +206,66 @@ async fn forward(mut listener: PgListener, out: broadcast::Sender<String>) {
                 tokio::time::sleep(std::time::Duration::from_millis(200)).await;
             }
         }
+    }
+}
+
+impl super::sql::OneStatement for PostgresBackend {
+    /// A campaign for a vacant lease, a release, and every answer that writes nothing, in one
+    /// statement (see `one_statement.rs`); `None` where the model's transaction must decide.
+    async fn one_statement(
+        &self,
+        name: &str,
+        op: &crate::model::Op,
+        actor: &str,
+    ) -> Result<Option<crate::backend::Applied>> {
+        use crate::model::Op;
+        use sqlx::Row;
+        let query = match op {
+            Op::Campaign {
+                candidate,
+                ttl_ms,
+                metadata,
+            } => sqlx::query(&self.one.acquire)
+                .bind(name)
+                .bind(candidate)
+                .bind(*ttl_ms as i64)
+                .bind(metadata)
+                .bind(actor),
+            Op::Release {
+                candidate,
+                term,
+                at_least_ms,
+            } => sqlx::query(&self.one.release)
+                .bind(name)
+                .bind(candidate)
+                .bind(*term as i64)
+                .bind(*at_least_ms as i64)
+                .bind(actor),
+            _ => return Ok(None),
+        };
+        let row = match query.fetch_optional(&self.pool).await {
+            Ok(Some(row)) => row,
+            // A name never used: the transaction inserts it.
+            Ok(None) => return Ok(None),
+            Err(e) if super::sql::is_retryable(&e) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let wrote: bool = row.try_get("wrote")?;
+        let now = crate::model::DbTime(row.try_get("now_us")?);
+        let lease = self.lease_from(&row)?;
+        if one_statement::prune_due(op, wrote, lease.term) {
+            if let Some(keep) = self.retention_us {
+                sqlx::query(&self.stmts.prune_history)
+                    .bind(name)
+                    .bind(now.0.saturating_sub(keep))
+                    .execute(&self.pool)
+                    .await?;
+            }
+        }
+        Ok(match one_statement::outcome(op, wrote, now, lease, name) {
+            one_statement::Outcome::Done(applied) => Some(applied),
+            one_statement::Outcome::Fallback => None,
+        })
     }
 }
 
