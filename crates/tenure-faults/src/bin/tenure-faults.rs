@@ -1,0 +1,217 @@
+//! `tenure-faults`: runs the fault-injection scenarios and prints the results table.
+//!
+//! ```text
+//! tenure-faults run [--profile short|long] [--backends sqlite,postgres,mysql] [--only kill,pause] [--seed N]
+//! ```
+//! `node` and `hog` are the processes the runner starts; they are not meant to be run by hand.
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+use tenure::BackendKind;
+use tenure_faults::profile::{self, Profile};
+use tenure_faults::runner::{Settings, Target};
+use tenure_faults::{dbserver, node, report};
+
+#[derive(Parser)]
+#[command(about = "Fault injection for tenure: faults, a recorded history and a checker")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Runs the scenarios and prints the results table (exit 1 if any fails).
+    Run {
+        #[arg(long, value_enum, default_value = "short")]
+        profile: Profile,
+        /// Comma-separated: sqlite, postgres, mysql.
+        #[arg(long, value_delimiter = ',', default_value = "sqlite,postgres,mysql")]
+        backends: Vec<String>,
+        /// Only these scenarios (kill, pause, starve, proxy, sessions, restart, clock, stop-in-tx).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
+        /// The seed of the nemesis's choices (random if not given; printed either way).
+        #[arg(long)]
+        seed: Option<u64>,
+        /// The lease ttl of every node.
+        #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+        ttl: Duration,
+        #[arg(long, default_value_t = 3)]
+        nodes: usize,
+        #[arg(
+            long,
+            env = "TENURE_TEST_POSTGRES_URL",
+            default_value = "postgres://postgres@127.0.0.1:5432/test"
+        )]
+        postgres_url: String,
+        #[arg(
+            long,
+            env = "TENURE_TEST_MYSQL_URL",
+            default_value = "mysql://root@127.0.0.1:3306/test"
+        )]
+        mysql_url: String,
+    },
+    /// A node (started by the runner).
+    #[command(hide = true)]
+    Node {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        id: String,
+        #[arg(long)]
+        events: PathBuf,
+        #[arg(long)]
+        ttl_ms: u64,
+        #[arg(long)]
+        table: String,
+        #[arg(long, default_value_t = 200)]
+        work_ms: u64,
+        #[arg(long)]
+        stop_file: Option<PathBuf>,
+    },
+    /// A busy loop for the CPU-starvation fault (started by the runner).
+    #[command(hide = true)]
+    Hog {
+        #[arg(long)]
+        ms: u64,
+    },
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Hog { ms } => {
+            let until = std::time::Instant::now() + Duration::from_millis(ms);
+            let mut x = 0u64;
+            while std::time::Instant::now() < until {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+            ExitCode::SUCCESS
+        }
+        Command::Node {
+            url,
+            name,
+            id,
+            events,
+            ttl_ms,
+            table,
+            work_ms,
+            stop_file,
+        } => {
+            let config = node::NodeConfig {
+                url,
+                name,
+                id,
+                events,
+                ttl: Duration::from_millis(ttl_ms),
+                table,
+                work: Duration::from_millis(work_ms),
+                stop_file,
+            };
+            let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+            match runtime.block_on(node::run(config)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("tenure-faults node: {e}");
+                    ExitCode::from(70)
+                }
+            }
+        }
+        Command::Run {
+            profile,
+            backends,
+            only,
+            seed,
+            ttl,
+            nodes,
+            postgres_url,
+            mysql_url,
+        } => {
+            let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+            runtime.block_on(run(
+                profile,
+                backends,
+                only,
+                seed,
+                ttl,
+                nodes,
+                postgres_url,
+                mysql_url,
+            ))
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run(
+    profile: Profile,
+    backends: Vec<String>,
+    only: Vec<String>,
+    seed: Option<u64>,
+    ttl: Duration,
+    nodes: usize,
+    postgres_url: String,
+    mysql_url: String,
+) -> ExitCode {
+    let seed = seed.unwrap_or_else(rand::random);
+    let mut targets = Vec::new();
+    for b in &backends {
+        let (kind, url) = match b.as_str() {
+            "sqlite" => (BackendKind::Sqlite, String::new()),
+            "postgres" => (BackendKind::Postgres, postgres_url.clone()),
+            "mysql" | "mariadb" => (BackendKind::MySql, mysql_url.clone()),
+            other => {
+                eprintln!("tenure-faults: unknown backend {other:?} (sqlite, postgres, mysql)");
+                return ExitCode::from(64);
+            }
+        };
+        if kind != BackendKind::Sqlite {
+            if let Err(e) = dbserver::prepare(kind, &url).await {
+                eprintln!("tenure-faults: {e}");
+                return ExitCode::from(69);
+            }
+        }
+        let url = if kind == BackendKind::Sqlite {
+            url
+        } else {
+            match dbserver::suite_url(&url) {
+                Ok(u) => u,
+                Err(e) => {
+                    eprintln!("tenure-faults: {e}");
+                    return ExitCode::from(64);
+                }
+            }
+        };
+        targets.push(Target { kind, url });
+    }
+    let settings = Settings {
+        exe: std::env::current_exe().expect("the current executable"),
+        ttl,
+        nodes,
+        duration: profile.duration(),
+    };
+    eprintln!(
+        "tenure-faults: profile {profile:?}, seed {seed}, ttl {ttl:?}, {nodes} nodes per scenario"
+    );
+    let outcomes = profile::run_all(&targets, &settings, seed, &only, |o| {
+        eprintln!(
+            "  {:<11} {:<9} {} in {:.1} s",
+            o.scenario,
+            format!("{:?}", o.backend),
+            if o.passed() { "pass" } else { "FAIL" },
+            o.took.as_secs_f64()
+        )
+    })
+    .await;
+    println!("{}", report::table(&outcomes));
+    print!("{}", report::details(&outcomes));
+    if outcomes.iter().all(|o| o.passed()) && !outcomes.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,15 @@
+//! Fault injection for tenure: node processes on the library, a nemesis that injects real
+//! faults (signals, CPU starvation, a TCP proxy, killed sessions, server restarts, wall-clock
+//! jumps), a recorded history and a checker of the promises. See `docs/safety.md`.
+
+pub mod checker;
+pub mod clock;
+pub mod dbserver;
+pub mod event;
+pub mod node;
+pub mod profile;
+pub mod proxy;
+pub mod report;
+pub mod resource;
+pub mod runner;
+pub mod scenario;

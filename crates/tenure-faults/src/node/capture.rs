@@ -1,0 +1,55 @@
+//! A tracing layer that turns the elector's `campaign sent` / `campaign answered` debug events
+//! into history events.
+
+use crate::event::{EventLog, Kind};
+use std::sync::Arc;
+use tracing::field::{Field, Visit};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::layer::{Context, Layer};
+
+pub struct Campaigns(pub Arc<EventLog>);
+
+#[derive(Default)]
+struct Fields {
+    message: String,
+    effect: String,
+    term: u64,
+}
+
+impl Visit for Fields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "effect" {
+            self.effect = value.to_string();
+        }
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        if field.name() == "term" {
+            self.term = value;
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.message = format!("{value:?}");
+        }
+    }
+}
+
+impl<S: Subscriber> Layer<S> for Campaigns {
+    fn on_event(&self, event: &Event<'_>, _: Context<'_, S>) {
+        if !event.metadata().target().starts_with("tenure::elector") {
+            return;
+        }
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        match fields.message.as_str() {
+            "campaign sent" => self.0.record(Kind::CampaignSent),
+            "campaign answered" => self.0.record(Kind::CampaignAnswered {
+                effect: fields.effect,
+                term: fields.term,
+            }),
+            _ => {}
+        }
+    }
+}

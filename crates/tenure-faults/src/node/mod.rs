@@ -1,0 +1,203 @@
+//! A node: one elector on the library, and while it leads, two loops of protected operations
+//! (the fenced register and the unfenced negative control), every step recorded in its history.
+//!
+//! The node uses the library the way an application would: it waits for a [`LeaderGuard`],
+//! checks [`LeaderGuard::is_lost`] before each operation, "works" for a while, then writes.
+//! The fenced register is written inside a transaction that calls `fence` with the guard's
+//! term; the negative control is written on the belief alone. A pause during the work turns
+//! both into stale writes: the fence must refuse one, the checker must catch the other.
+
+mod capture;
+
+use crate::clock;
+use crate::event::{EventLog, Kind, Resource};
+use crate::resource::Db;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tenure::{Elector, LeaderGuard, Role, Timing};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::Layer;
+
+/// What a node needs to know.
+#[derive(Clone, Debug)]
+pub struct NodeConfig {
+    pub url: String,
+    pub name: String,
+    pub id: String,
+    pub events: PathBuf,
+    pub ttl: Duration,
+    pub table: String,
+    /// The "work" of each operation between its check of the guard and its write.
+    pub work: Duration,
+    /// If this file appears, the next fenced write stops this process (SIGSTOP) inside its
+    /// transaction, after the fence check (the SQLite fault); the file is removed first.
+    pub stop_file: Option<PathBuf>,
+}
+
+/// Runs a node until SIGTERM or SIGINT; then shuts the elector down (releasing) and returns.
+pub async fn run(config: NodeConfig) -> Result<(), String> {
+    let log = Arc::new(EventLog::create(&config.events, &config.id).map_err(|e| e.to_string())?);
+    tracing_subscriber::registry()
+        .with(capture::Campaigns(log.clone()).with_filter(
+            tracing_subscriber::filter::Targets::new().with_target("tenure", tracing::Level::DEBUG),
+        ))
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(tracing_subscriber::filter::LevelFilter::INFO),
+        )
+        .init();
+    log.record(Kind::Start {
+        pid: std::process::id(),
+    });
+    let timing = Timing::from_ttl(config.ttl).map_err(|e| e.to_string())?;
+    let (db, store) = Db::connect(&config.url, timing.db_timeout())
+        .await
+        .map_err(|e| e.to_string())?;
+    let elector = Elector::builder(store, &config.name)
+        .candidate(&config.id)
+        .timing(timing)
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(record_renewals(elector.role(), log.clone()));
+    let config = Arc::new(config);
+    let leading = async {
+        while let Ok(guard) = elector.leader().await {
+            lead(guard, &db, &log, &config).await;
+        }
+    };
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| e.to_string())?;
+    tokio::select! {
+        () = leading => {}
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    elector.shutdown().await;
+    Ok(())
+}
+
+/// Records each renewal (a new deadline for the same term) from the role watch.
+async fn record_renewals(mut role: tokio::sync::watch::Receiver<Role>, log: Arc<EventLog>) {
+    let mut last = None;
+    while role.changed().await.is_ok() {
+        let now = role.borrow_and_update().clone();
+        if let Role::Leader { term, deadline } = now {
+            if last == Some(term) {
+                log.record(Kind::Renewed {
+                    term,
+                    deadline: clock::instant_ns(deadline),
+                });
+            }
+            last = Some(term);
+        } else {
+            last = None;
+        }
+    }
+}
+
+/// One tenure: both loops run until the guard is lost; the tenure's end is recorded when the
+/// guard's signal fires.
+async fn lead(guard: LeaderGuard, db: &Db, log: &Arc<EventLog>, config: &Arc<NodeConfig>) {
+    let term = guard.term();
+    log.record(Kind::Gained {
+        term,
+        deadline: clock::instant_ns(guard.deadline()),
+    });
+    let seq = Arc::new(AtomicU64::new(0));
+    let fenced = tokio::spawn(operate(
+        guard.clone(),
+        Resource::Fenced,
+        db.clone(),
+        log.clone(),
+        config.clone(),
+        seq.clone(),
+    ));
+    let control = tokio::spawn(operate(
+        guard.clone(),
+        Resource::Unfenced,
+        db.clone(),
+        log.clone(),
+        config.clone(),
+        seq,
+    ));
+    guard.lost().await;
+    log.record(Kind::SteppedDown { term });
+    drop(guard);
+    // Each loop notices at its next check; neither is cancelled (the control must stay naive).
+    let _ = tokio::join!(fenced, control);
+}
+
+/// A loop of protected operations on one resource while `guard` holds.
+async fn operate(
+    guard: LeaderGuard,
+    resource: Resource,
+    db: Db,
+    log: Arc<EventLog>,
+    config: Arc<NodeConfig>,
+    seq: Arc<AtomicU64>,
+) {
+    let term = guard.term();
+    let bound = config.ttl * 2;
+    loop {
+        if guard.is_lost() {
+            return;
+        }
+        let seq = seq.fetch_add(1, Ordering::SeqCst) + 1;
+        log.record(Kind::OpIssued {
+            resource,
+            term,
+            seq,
+            deadline: clock::instant_ns(guard.deadline()),
+        });
+        // The "work" between the check and the write: where a pause hurts.
+        tokio::time::sleep(config.work).await;
+        let stop = config
+            .stop_file
+            .as_ref()
+            .filter(|f| resource == Resource::Fenced && std::fs::remove_file(f).is_ok());
+        let inside = || {
+            if stop.is_some() {
+                log.record(Kind::FaultStart {
+                    fault: "stopped_in_transaction".into(),
+                    target: config.id.clone(),
+                });
+                let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
+            }
+        };
+        let lease = (config.name.as_str(), config.id.as_str());
+        let write = db.write(
+            &config.table,
+            resource,
+            lease,
+            (config.id.as_str(), term, seq),
+            inside,
+        );
+        let kind = match tokio::time::timeout(bound, write).await {
+            Ok(Ok(prev)) => Kind::OpAccepted {
+                resource,
+                term,
+                seq,
+                prev_node: prev.node,
+                prev_term: prev.term,
+                prev_seq: prev.seq,
+            },
+            Ok(Err(error)) => Kind::OpRejected {
+                resource,
+                term,
+                seq,
+                error,
+            },
+            Err(_) => Kind::OpRejected {
+                resource,
+                term,
+                seq,
+                error: format!("no answer within {bound:?} (outcome unknown)"),
+            },
+        };
+        log.record(kind);
+    }
+}

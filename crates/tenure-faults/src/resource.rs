@@ -1,0 +1,175 @@
+//! The protected resources: one register table with two rows, written by the leaders.
+//!
+//! Row 1 is the **fenced** register: written inside a transaction that first calls the
+//! backend's `fence` for the writer's term. Row 2 is the **negative control**: the same write on
+//! the writer's belief alone. Every write records the write it replaced (`prev_*`), read back
+//! in the same transaction while the row is locked, so the history shows each resource's full
+//! order of writes and the checker can see a lower term land after a higher one.
+
+use crate::event::Resource;
+use std::sync::Arc;
+use std::time::Duration;
+use tenure::backend::mysql::MySqlBackend;
+use tenure::backend::postgres::PostgresBackend;
+use tenure::backend::sqlite::SqliteBackend;
+use tenure::{BackendKind, Store, StoreOptions};
+
+/// The write a register held before an accepted write replaced it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Prev {
+    pub node: String,
+    pub term: u64,
+    pub seq: u64,
+}
+
+/// A node's connection, with the engine's own transaction type behind it.
+#[derive(Clone)]
+pub enum Db {
+    Postgres(Arc<PostgresBackend>),
+    MySql(Arc<MySqlBackend>),
+    Sqlite(Arc<SqliteBackend>),
+}
+
+/// The `CREATE TABLE` of the register table and its two rows, for the runner.
+pub fn setup_sql(kind: BackendKind, table: &str) -> Vec<String> {
+    let text = if kind == BackendKind::MySql {
+        "VARCHAR(64)"
+    } else {
+        "TEXT"
+    };
+    let mut sql = vec![format!(
+        "CREATE TABLE {table} (id INTEGER PRIMARY KEY, node {text} NOT NULL, term BIGINT NOT NULL, \
+         seq BIGINT NOT NULL, prev_node {text} NOT NULL, prev_term BIGINT NOT NULL, \
+         prev_seq BIGINT NOT NULL)"
+    )];
+    for id in [1, 2] {
+        sql.push(format!(
+            "INSERT INTO {table} VALUES ({id}, '', 0, 0, '', 0, 0)"
+        ));
+    }
+    sql
+}
+
+fn row(resource: Resource) -> i64 {
+    match resource {
+        Resource::Fenced => 1,
+        Resource::Unfenced => 2,
+    }
+}
+
+/// The write: `SET prev = current, current = new` (MySQL assigns left to right, the others
+/// from the old row; both read the old values here), then the read-back of `prev`.
+fn statements(kind: BackendKind, table: &str) -> (String, String) {
+    let p = |n: usize| {
+        if kind == BackendKind::Postgres {
+            format!("${n}")
+        } else {
+            "?".to_string()
+        }
+    };
+    (
+        format!(
+            "UPDATE {table} SET prev_node = node, prev_term = term, prev_seq = seq, \
+             node = {}, term = {}, seq = {} WHERE id = {}",
+            p(1),
+            p(2),
+            p(3),
+            p(4)
+        ),
+        format!(
+            "SELECT prev_node, prev_term, prev_seq FROM {table} WHERE id = {}",
+            p(1)
+        ),
+    )
+}
+
+impl Db {
+    /// Connects to `url` with tenure's own backend (so `fence` is available) and returns it with
+    /// a [`Store`] over the same pool.
+    pub async fn connect(url: &str, timeout: Duration) -> tenure::Result<(Db, Store)> {
+        let options = StoreOptions::default().timeout(timeout);
+        Ok(match BackendKind::check_url(url)? {
+            BackendKind::Postgres => {
+                let b = Arc::new(PostgresBackend::connect(url, &options).await?);
+                (Db::Postgres(b.clone()), Store::from_backend(b, timeout))
+            }
+            BackendKind::MySql => {
+                let b = Arc::new(MySqlBackend::connect(url, &options).await?);
+                (Db::MySql(b.clone()), Store::from_backend(b, timeout))
+            }
+            BackendKind::Sqlite => {
+                let b = Arc::new(SqliteBackend::connect(url, &options).await?);
+                (Db::Sqlite(b.clone()), Store::from_backend(b, timeout))
+            }
+            other => {
+                return Err(tenure::Error::BadUrl {
+                    url: url.to_string(),
+                    reason: format!("no fault-injection support for {other:?}"),
+                })
+            }
+        })
+    }
+
+    /// Writes `(node, term, seq)` into `resource`. The fenced register first checks the lease
+    /// with `fence` in the same transaction; `inside` runs in the transaction after that check
+    /// and before the write (the SQLite stop-in-transaction fault uses it).
+    pub async fn write(
+        &self,
+        table: &str,
+        resource: Resource,
+        lease: (&str, &str),
+        write: (&str, u64, u64),
+        inside: impl FnOnce(),
+    ) -> Result<Prev, String> {
+        macro_rules! write_with {
+            ($backend:expr, $kind:expr) => {{
+                let backend = $backend;
+                let (update, select) = statements($kind, table);
+                let mut tx = backend.pool().begin().await.map_err(|e| e.to_string())?;
+                if resource == Resource::Fenced {
+                    backend
+                        .fence(&mut tx, lease.0, lease.1, write.1)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                }
+                inside();
+                sqlx::query(&update)
+                    .bind(write.0)
+                    .bind(write.1 as i64)
+                    .bind(write.2 as i64)
+                    .bind(row(resource))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let (node, term, seq): (String, i64, i64) = sqlx::query_as(&select)
+                    .bind(row(resource))
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                tx.commit().await.map_err(|e| e.to_string())?;
+                Ok(Prev {
+                    node,
+                    term: term as u64,
+                    seq: seq as u64,
+                })
+            }};
+        }
+        match self {
+            Db::Postgres(b) => write_with!(b, BackendKind::Postgres),
+            Db::MySql(b) => write_with!(b, BackendKind::MySql),
+            Db::Sqlite(b) => write_with!(b, BackendKind::Sqlite),
+        }
+    }
+}
+
+impl Db {
+    /// Runs one statement outside any transaction (the runner's setup).
+    pub async fn execute(&self, sql: &str) -> Result<(), String> {
+        let done = match self {
+            Db::Postgres(b) => sqlx::query(sql).execute(b.pool()).await.map(drop),
+            Db::MySql(b) => sqlx::query(sql).execute(b.pool()).await.map(drop),
+            Db::Sqlite(b) => sqlx::query(sql).execute(b.pool()).await.map(drop),
+        };
+        done.map_err(|e| format!("{sql}: {e}"))
+    }
+}
