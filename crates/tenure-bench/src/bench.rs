@@ -1,0 +1,746 @@
+//! The run: start etcd, measure it once, then every benchmark per backend, and print one
+//! table per backend. Everything started is killed, and every table of the run dropped, also
+//! on error and on Ctrl-C.
+
+use crate::db::{self, Engine, Target};
+use crate::etcd::{Etcd, Http};
+use crate::failover::{Contender, Scenario, Setup};
+use crate::footprint::{self, Database};
+use crate::locks::{self, lock_name, System, Throughput};
+use crate::procs::Proc;
+use crate::raw::Raw;
+use crate::report::{
+    at_least, at_most, count, millis_summary, ratio, secs_summary, times, Row, Summary, Table,
+    Verdict,
+};
+use crate::scale::{self, Held};
+use crate::{seeds, Options};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use tenure::{Locks, Store, StoreOptions};
+use tokio::process::Command;
+
+/// What to run, after `--quick` and `--only`.
+struct Plan {
+    opts: Options,
+    trials: usize,
+    lock_run: Duration,
+    leases: usize,
+    scale_intervals: u32,
+    candidates: usize,
+    crowd_window: Duration,
+    footprint_trials: usize,
+    dir: PathBuf,
+    tenure: PathBuf,
+    bench: PathBuf,
+}
+
+impl Plan {
+    fn wants(&self, what: &str) -> bool {
+        self.opts.only.iter().any(|o| o == what)
+    }
+}
+
+/// etcd's figures, measured once and set beside every backend's.
+#[derive(Default)]
+struct EtcdFigures {
+    version: String,
+    crash: Option<Summary>,
+    handover: Option<Summary>,
+    locks1: Option<Throughput>,
+    locks8: Option<Throughput>,
+}
+
+pub async fn main(opts: Options) -> Result<(), String> {
+    for b in &opts.backends {
+        Engine::parse(b)
+            .ok_or_else(|| format!("unknown backend {b:?} (postgres, mysql, sqlite)"))?;
+    }
+    for o in &opts.only {
+        if !["failover", "handover", "locks", "scale", "footprint"].contains(&o.as_str()) {
+            return Err(format!(
+                "unknown benchmark {o:?} (failover, handover, locks, scale, footprint)"
+            ));
+        }
+    }
+    let bench = std::env::current_exe().map_err(|e| e.to_string())?;
+    let tenure = opts
+        .tenure_bin
+        .clone()
+        .unwrap_or_else(|| bench.with_file_name("tenure"));
+    if !tenure.is_file() {
+        return Err(format!(
+            "no tenure binary at {}: run `cargo build --release -p tenure-cli -p tenure-bench` \
+             first, or pass --tenure-bin",
+            tenure.display()
+        ));
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("tenure-bench-")
+        .tempdir()
+        .map_err(|e| e.to_string())?;
+    let run_id: String = (0..6)
+        .map(|_| (b'a' + rand::random::<u8>() % 26) as char)
+        .collect();
+    let prefix = format!("tb_{run_id}_");
+    let targets: Vec<Target> = opts
+        .backends
+        .iter()
+        .filter_map(|b| Engine::parse(b))
+        .map(|engine| Target {
+            engine,
+            url: match engine {
+                Engine::Postgres => opts.postgres_url.clone(),
+                Engine::MySql => opts.mysql_url.clone(),
+                Engine::Sqlite => db::sqlite_url(tmp.path(), "bench.db"),
+            },
+            prefix: prefix.clone(),
+        })
+        .collect();
+    let quick = opts.quick;
+    let plan = Plan {
+        trials: if quick {
+            opts.trials.min(3)
+        } else {
+            opts.trials
+        },
+        lock_run: Duration::from_secs_f64(if quick { 1.0 } else { opts.lock_seconds }),
+        leases: if quick {
+            opts.leases.min(1000)
+        } else {
+            opts.leases
+        },
+        scale_intervals: if quick { 2 } else { 3 },
+        candidates: if quick {
+            opts.candidates.min(50)
+        } else {
+            opts.candidates
+        },
+        crowd_window: Duration::from_secs(if quick { 2 } else { 5 }),
+        footprint_trials: if quick { 2 } else { 5 },
+        dir: tmp.path().to_path_buf(),
+        tenure,
+        bench,
+        opts,
+    };
+    eprintln!(
+        "tenure-bench: run {run_id}, tables {prefix}*, temporary files in {}",
+        plan.dir.display()
+    );
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| e.to_string())?;
+    if plan.opts.keep_files {
+        eprintln!("tenure-bench: keeping {}", plan.dir.display());
+    }
+    let outcome = tokio::select! {
+        r = run(&plan, &targets) => r,
+        _ = tokio::signal::ctrl_c() => Err("interrupted".to_string()),
+        _ = terminate.recv() => Err("terminated".to_string()),
+    };
+    // The run's future is dropped by now: its processes are killed. Drop its tables.
+    for t in &targets {
+        for p in ["", "s_", "c_"] {
+            db::drop_tables(&Target {
+                prefix: format!("{}{p}", t.prefix),
+                ..t.clone()
+            })
+            .await;
+        }
+    }
+    if plan.opts.keep_files {
+        let _ = tmp.keep();
+    }
+    outcome
+}
+
+async fn run(plan: &Plan, targets: &[Target]) -> Result<(), String> {
+    println!("{}", machine(plan, targets).await);
+    let figures = if plan.wants("failover") || plan.wants("handover") || plan.wants("locks") {
+        measure_etcd(plan).await?
+    } else {
+        EtcdFigures::default()
+    };
+    let mut tables = Vec::new();
+    for target in targets {
+        eprintln!("== {}", target.engine.title());
+        let table = backend(plan, target, &figures).await;
+        println!("{}", table.render());
+        tables.push(table);
+    }
+    if let Some(path) = &plan.opts.json {
+        let json = serde_json::to_string_pretty(&tables).map_err(|e| e.to_string())?;
+        std::fs::write(path, json).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// The machine, the versions and the command, as printed above the tables.
+async fn machine(plan: &Plan, targets: &[Target]) -> String {
+    let sh = |cmd: &str| {
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default()
+    };
+    let mut out = String::from("## Machine\n\n```text\n");
+    out.push_str(&format!("$ nproc\n{}\n", sh("nproc")));
+    out.push_str(&format!("$ free -g\n{}\n", sh("free -g")));
+    out.push_str(&format!("$ uname -r\n{}\n", sh("uname -r")));
+    for t in targets {
+        out.push_str(&format!("{}: {}\n", t.engine.title(), db::version(t).await));
+    }
+    out.push_str(&format!(
+        "etcd: {}\n",
+        sh(&format!(
+            "{} --version | head -1",
+            plan.opts.etcd_bin.display()
+        ))
+    ));
+    out.push_str("```\n\n");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    out.push_str(&format!(
+        "Command: `tenure-bench {}` (ttl {:?}, {} trials per failover/handover figure)\n",
+        args.join(" "),
+        plan.opts.ttl,
+        plan.trials
+    ));
+    out
+}
+
+async fn measure_etcd(plan: &Plan) -> Result<EtcdFigures, String> {
+    eprintln!("== etcd");
+    let etcd = Etcd::start(
+        &plan.opts.etcd_bin,
+        plan.opts.etcd_port,
+        &plan.dir.join("etcd.log"),
+    )
+    .await?;
+    let mut f = EtcdFigures {
+        version: etcd.version.clone(),
+        ..EtcdFigures::default()
+    };
+    let setup = |name: &str| Setup {
+        contender: Contender::Etcd {
+            etcdctl: plan.opts.etcdctl_bin.clone(),
+            endpoint: etcd.endpoint.clone(),
+        },
+        bench: plan.bench.clone(),
+        ttl: plan.opts.ttl,
+        dir: plan.dir.clone(),
+        name: name.into(),
+    };
+    if plan.wants("failover") {
+        f.crash = Some(
+            crate::failover::measure(
+                &setup("etcd-crash"),
+                Scenario::Crash,
+                plan.trials,
+                "etcd crash",
+            )
+            .await?,
+        );
+    }
+    if plan.wants("handover") {
+        f.handover = Some(
+            crate::failover::measure(
+                &setup("etcd-handover"),
+                Scenario::Handover,
+                plan.trials,
+                "etcd handover",
+            )
+            .await?,
+        );
+    }
+    if plan.wants("locks") {
+        let http = Http::new(&etcd.endpoint);
+        let lease = http.grant(60).await?;
+        let system = Arc::new(System::Etcd { http, lease });
+        let warmup = Duration::from_millis(500);
+        let one = locks::measure(system.clone(), 1, warmup, plan.lock_run).await;
+        eprintln!("  etcd lock cycles, 1 task: {:.0}/s", one.per_second);
+        let eight = locks::measure(system, 8, warmup, plan.lock_run).await;
+        eprintln!("  etcd lock cycles, 8 tasks: {:.0}/s", eight.per_second);
+        f.locks1 = Some(one);
+        f.locks8 = Some(eight);
+    }
+    etcd.stop().await;
+    Ok(f)
+}
+
+/// Every benchmark on one backend; a benchmark that fails is a row saying so.
+async fn backend(plan: &Plan, target: &Target, etcd: &EtcdFigures) -> Table {
+    let mut t = Table::new(format!(
+        "{} (ttl {:?})",
+        target.engine.title(),
+        plan.opts.ttl
+    ));
+    let ttl = plan.opts.ttl.as_secs_f64();
+    if plan.wants("failover") {
+        match failover_rows(plan, target, etcd, ttl).await {
+            Ok(rows) => t.rows.extend(rows),
+            Err(e) => t
+                .rows
+                .push(Row::new("crash failover", format!("error: {e}")).goal("", Verdict::Miss)),
+        }
+    }
+    if plan.wants("handover") {
+        match handover_rows(plan, target, etcd).await {
+            Ok(rows) => t.rows.extend(rows),
+            Err(e) => t
+                .rows
+                .push(Row::new("graceful handover", format!("error: {e}"))),
+        }
+    }
+    if plan.wants("locks") {
+        match lock_rows(plan, target, etcd).await {
+            Ok(rows) => t.rows.extend(rows),
+            Err(e) => t
+                .rows
+                .push(Row::new("lock cycles", format!("error: {e}")).goal("", Verdict::Miss)),
+        }
+    }
+    if plan.wants("scale") {
+        match scale_rows(plan, target).await {
+            Ok((rows, notes)) => {
+                t.rows.extend(rows);
+                t.notes.extend(notes);
+            }
+            Err(e) => t
+                .rows
+                .push(Row::new("scale", format!("error: {e}")).goal("", Verdict::Miss)),
+        }
+    }
+    if plan.wants("footprint") {
+        match footprint_rows(plan, target).await {
+            Ok(rows) => t.rows.extend(rows),
+            Err(e) => t
+                .rows
+                .push(Row::new("footprint", format!("error: {e}")).goal("", Verdict::Miss)),
+        }
+    }
+    if !etcd.version.is_empty() {
+        t.notes.push(format!(
+            "etcd {} (its own data dir, fsync on) was measured once in this run, before the \
+             backends; its figures are repeated in every table.",
+            etcd.version
+        ));
+    }
+    t
+}
+
+fn tenure_setup(plan: &Plan, target: &Target, name: &str) -> Setup {
+    Setup {
+        contender: Contender::Tenure {
+            bin: plan.tenure.clone(),
+            url: target.url.clone(),
+            prefix: target.prefix.clone(),
+        },
+        bench: plan.bench.clone(),
+        ttl: plan.opts.ttl,
+        dir: plan.dir.clone(),
+        name: name.into(),
+    }
+}
+
+async fn failover_rows(
+    plan: &Plan,
+    target: &Target,
+    etcd: &EtcdFigures,
+    ttl: f64,
+) -> Result<Vec<Row>, String> {
+    let key = target.engine.key();
+    let ours = crate::failover::measure(
+        &tenure_setup(plan, target, &format!("{key}-crash")),
+        Scenario::Crash,
+        plan.trials,
+        &format!("{key} tenure crash"),
+    )
+    .await?;
+    seeds::prepare(target).await?;
+    let seed_setup = Setup {
+        contender: Contender::Seeds {
+            url: target.url.clone(),
+            prefix: target.prefix.clone(),
+        },
+        bench: plan.bench.clone(),
+        ttl: plan.opts.ttl,
+        dir: plan.dir.clone(),
+        name: format!("{key}-seeds"),
+    };
+    let theirs = crate::failover::measure(
+        &seed_setup,
+        Scenario::Crash,
+        plan.trials,
+        &format!("{key} seeds crash"),
+    )
+    .await?;
+    let limit = ttl + 0.2;
+    let mut verdicts = vec![at_most(ours.p99, limit)];
+    let mut rows = Vec::new();
+    let measure = "crash failover p50 / p99";
+    let mut goal = format!("p99 ≤ ttl + 0.2 s = {limit:.1} s");
+    if let Some(e) = &etcd.crash {
+        verdicts.push(Verdict::from(
+            matches!((ours.p99, e.p99), (Some(a), Some(b)) if a <= b),
+        ));
+        goal.push_str(" and ≤ etcd");
+        rows.push(
+            Row::new(measure, secs_summary(&ours))
+                .against(
+                    "etcdctl lock --ttl",
+                    secs_summary(e),
+                    format!("p99 {}", times(ratio(ours.p99, e.p99))),
+                )
+                .goal(goal, Verdict::all(&verdicts)),
+        );
+    } else {
+        rows.push(Row::new(measure, secs_summary(&ours)).goal(goal, Verdict::all(&verdicts)));
+    }
+    rows.push(Row::new(measure, secs_summary(&ours)).against(
+        "seeds' SQL (1 s poll)",
+        secs_summary(&theirs),
+        format!("p99 {}", times(ratio(ours.p99, theirs.p99))),
+    ));
+    let frac = |s: &Summary| {
+        format!(
+            "{} / {}",
+            times(s.p50.map(|v| v / ttl)),
+            times(s.p99.map(|v| v / ttl))
+        )
+    };
+    let mut row = Row::new("crash failover as × ttl", frac(&ours));
+    if let Some(e) = &etcd.crash {
+        row = row.against(
+            "etcd; seeds' SQL",
+            format!("{}; {}", frac(e), frac(&theirs)),
+            "",
+        );
+    } else {
+        row = row.against("seeds' SQL", frac(&theirs), "");
+    }
+    rows.push(row);
+    Ok(rows)
+}
+
+async fn handover_rows(
+    plan: &Plan,
+    target: &Target,
+    etcd: &EtcdFigures,
+) -> Result<Vec<Row>, String> {
+    let ours = crate::failover::measure(
+        &tenure_setup(plan, target, &format!("{}-handover", target.engine.key())),
+        Scenario::Handover,
+        plan.trials,
+        &format!("{} tenure handover", target.engine.key()),
+    )
+    .await?;
+    let mut row = Row::new("graceful handover p50 / p99", millis_summary(&ms(&ours)));
+    if let Some(e) = &etcd.handover {
+        row = row.against(
+            "etcdctl lock",
+            millis_summary(&ms(e)),
+            format!("p99 {}", times(ratio(ours.p99, e.p99))),
+        );
+    }
+    if target.engine == Engine::Postgres {
+        row = row.goal("p99 ≤ 50 ms", at_most(ours.p99, 0.050));
+    } else {
+        // No NOTIFY: followers notice a release at their next attempt (≤ renew interval).
+        row.goal = "none (PostgreSQL only)".into();
+    }
+    Ok(vec![row])
+}
+
+/// A summary in seconds as one in milliseconds.
+fn ms(s: &Summary) -> Summary {
+    Summary {
+        p50: s.p50.map(|v| v * 1e3),
+        p99: s.p99.map(|v| v * 1e3),
+        ..s.clone()
+    }
+}
+
+fn cycles(t: &Throughput) -> String {
+    let mut s = format!(
+        "{}/s (p50 {:.2} ms, p99 {:.2} ms)",
+        count(Some(t.per_second)),
+        t.p50_ms.unwrap_or(f64::NAN),
+        t.p99_ms.unwrap_or(f64::NAN)
+    );
+    if t.errors > 0 {
+        s.push_str(&format!(
+            " [{} errors: {}]",
+            t.errors,
+            t.first_error.as_deref().unwrap_or("?")
+        ));
+    }
+    s
+}
+
+async fn lock_rows(plan: &Plan, target: &Target, etcd: &EtcdFigures) -> Result<Vec<Row>, String> {
+    let key = target.engine.key();
+    let warmup = Duration::from_millis(500);
+    let store = Store::connect_with(
+        &target.url,
+        StoreOptions::default().table_prefix(target.prefix.clone()),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let tenure = Arc::new(System::Tenure(
+        Locks::with_holder(store, "bench-locks").map_err(|e| e.to_string())?,
+    ));
+    let names: Vec<String> = (0..8).map(lock_name).collect();
+    // The library's pools: SQLite one connection, the servers eight.
+    let connections = if target.engine == Engine::Sqlite {
+        1
+    } else {
+        8
+    };
+    let raw = Arc::new(System::Raw(
+        Raw::prepare(target, connections, &names).await?,
+    ));
+    let mut rows = Vec::new();
+    for (tasks, theirs_etcd) in [(1, &etcd.locks1), (8, &etcd.locks8)] {
+        let ours = locks::measure(tenure.clone(), tasks, warmup, plan.lock_run).await;
+        eprintln!(
+            "  {key} tenure lock cycles, {tasks} task(s): {}",
+            cycles(&ours)
+        );
+        let base = locks::measure(raw.clone(), tasks, warmup, plan.lock_run).await;
+        eprintln!(
+            "  {key} raw SQL lock cycles, {tasks} task(s): {}",
+            cycles(&base)
+        );
+        let measure = if tasks == 1 {
+            "lock cycles, 1 task".to_string()
+        } else {
+            format!("lock cycles, {tasks} tasks")
+        };
+        let r = ratio(Some(ours.per_second), Some(base.per_second));
+        rows.push(
+            Row::new(&measure, cycles(&ours))
+                .against("raw SQL (2 statements)", cycles(&base), times(r))
+                .goal("≥ 0.80× raw SQL", at_least(r, 0.8)),
+        );
+        if let Some(e) = theirs_etcd {
+            rows.push(Row::new(&measure, cycles(&ours)).against(
+                "etcd txn + delete",
+                cycles(e),
+                times(ratio(Some(ours.per_second), Some(e.per_second))),
+            ));
+        }
+    }
+    if let System::Raw(raw) = &*raw {
+        raw.close().await;
+    }
+    Ok(rows)
+}
+
+/// Runs `tenure-bench hold-leases` and reads its answer.
+async fn hold_leases(plan: &Plan, target: &Target, at_most: Duration) -> Result<Held, String> {
+    let out = plan.dir.join(format!("hold-{}.json", target.engine.key()));
+    let mut c = Command::new(&plan.bench);
+    c.arg("hold-leases")
+        .arg("--url")
+        .arg(&target.url)
+        .arg("--prefix")
+        .arg(format!("{}s_", target.prefix))
+        .arg("--leases")
+        .arg(plan.leases.to_string())
+        .arg("--at-most")
+        .arg(format!("{}ms", at_most.as_millis()))
+        .arg("--intervals")
+        .arg(plan.scale_intervals.to_string())
+        .arg("--out")
+        .arg(&out);
+    let mut proc = Proc::spawn(c, &plan.dir.join("hold-leases.log")).map_err(|e| e.to_string())?;
+    let status = tokio::time::timeout(Duration::from_secs(300), proc.child.wait())
+        .await
+        .map_err(|_| "hold-leases did not finish within 300 s".to_string())?
+        .map_err(|e| e.to_string())?;
+    if !status.success() {
+        let log = std::fs::read_to_string(plan.dir.join("hold-leases.log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(3).collect();
+        return Err(format!(
+            "hold-leases failed ({status}): {}",
+            tail.join(" / ")
+        ));
+    }
+    let text = std::fs::read_to_string(&out).map_err(|e| e.to_string())?;
+    serde_json::from_str(&text).map_err(|e| e.to_string())
+}
+
+async fn scale_rows(plan: &Plan, target: &Target) -> Result<(Vec<Row>, Vec<String>), String> {
+    let key = target.engine.key();
+    let at_most = Duration::from_secs(10);
+    let held = hold_leases(plan, target, at_most).await?;
+    eprintln!(
+        "  {key} {} leases: acquired in {:.1} s; {} batches, {} applies in {:.1} intervals; server {:?}; CPU {:.2} s; RSS {} kB",
+        held.leases, held.acquire_s, held.batches, held.applies, held.intervals, held.server, held.cpu_s, held.rss_kb
+    );
+    let n = count(Some(held.leases as f64));
+    let per_interval = held.statements_per_interval();
+    let server_note = server_per_interval(target.engine, &held);
+    let mut rows = vec![
+        Row::new(
+            format!("{n} locks held: statements per renew interval"),
+            format!(
+                "{per_interval:.1} ({:.2} batches × {}){}",
+                held.batches as f64 / held.intervals,
+                held.statements_per_batch,
+                if held.applies > 0 {
+                    format!(", +{} other calls", held.applies)
+                } else {
+                    String::new()
+                }
+            ),
+        )
+        .against("server-side count", server_note, "")
+        .goal(
+            "≤ 10",
+            at_most_f(per_interval, 10.0, held.still_held == held.leases),
+        ),
+        Row::new(
+            format!("{n} locks held: CPU, RSS"),
+            format!(
+                "{:.1} % of a core, {:.1} MiB RSS (slowest batch {:.0} ms, {} of {} still held)",
+                100.0 * held.cpu_s / held.window_s,
+                held.rss_kb as f64 / 1024.0,
+                held.slowest_batch_ms,
+                held.still_held,
+                held.leases
+            ),
+        ),
+        Row::new(
+            format!("{n} locks: taking them all"),
+            format!("{:.1} s with 8 tasks", held.acquire_s),
+        ),
+    ];
+    let crowd_target = Target {
+        prefix: format!("{}c_", target.prefix),
+        ..target.clone()
+    };
+    let crowd = scale::crowd(
+        &crowd_target,
+        plan.candidates,
+        plan.opts.ttl,
+        plan.crowd_window,
+    )
+    .await?;
+    eprintln!(
+        "  {key} {} candidates: {:.0} calls/s, server {:?}",
+        crowd.candidates, crowd.calls_per_s, crowd.server_per_s
+    );
+    let server: Vec<String> = crowd
+        .server_per_s
+        .iter()
+        .map(|(k, v)| format!("{k} {v:.0}/s"))
+        .collect();
+    rows.push(
+        Row::new(
+            format!(
+                "{} candidates on one name: database calls",
+                crowd.candidates
+            ),
+            format!("{:.0} transactions/s", crowd.calls_per_s),
+        )
+        .against(
+            "server-side count",
+            if server.is_empty() {
+                "-".into()
+            } else {
+                server.join(", ")
+            },
+            "",
+        ),
+    );
+    let notes = vec![format!(
+        "Scale ({key}): the {n} locks have at_most 10 s (renewed every 2.5 s), watched for {} \
+         renew intervals in their own process; the {} candidates use ttl {:?}. Statements per \
+         interval are the library's calls (counted by a wrapper of `tenure::Backend`) times the \
+         statements of one batch; {}",
+        plan.scale_intervals,
+        crowd.candidates,
+        plan.opts.ttl,
+        match target.engine {
+            Engine::Postgres => "the server-side figures are deltas of pg_stat_user_tables for the run's own lease table (scans = sequential and index scans of it: a renewal probes the index once per name of its IN list; writes = rows written) and of pg_stat_database.xact_commit (whole database: other clients count too).",
+            Engine::MySql => "the server-side figures are deltas of the server's global Questions / Com_update / Com_commit: other clients of the server count too.",
+            Engine::Sqlite => "SQLite has no server-side counter: the wrapper's count is the only one.",
+        }
+    )];
+    Ok((rows, notes))
+}
+
+fn at_most_f(v: f64, limit: f64, all_held: bool) -> Verdict {
+    Verdict::from(v <= limit && all_held)
+}
+
+fn server_per_interval(engine: Engine, held: &Held) -> String {
+    let get = |k: &str| {
+        held.server
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| *v as f64 / held.intervals)
+    };
+    match engine {
+        Engine::Postgres => format!(
+            "{} statements on the lease table, {} rows written, {} commits (db-wide) per interval",
+            secs_free(get("scans")),
+            count(get("writes")),
+            secs_free(get("xact_commit"))
+        ),
+        Engine::MySql => format!(
+            "{} UPDATEs, {} queries (server-wide) per interval",
+            secs_free(get("com_update")),
+            secs_free(get("questions"))
+        ),
+        Engine::Sqlite => "-".into(),
+    }
+}
+
+/// A per-interval figure with one decimal.
+fn secs_free(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.1}"))
+}
+
+async fn footprint_rows(plan: &Plan, target: &Target) -> Result<Vec<Row>, String> {
+    let (db, label) = match target.engine {
+        Engine::Sqlite => (
+            Database::SqliteDefault {
+                state_home: plan.dir.join("state"),
+            },
+            "the SQLite default",
+        ),
+        _ => (
+            Database::Url {
+                url: target.url.clone(),
+                prefix: target.prefix.clone(),
+            },
+            "this backend",
+        ),
+    };
+    let f = footprint::measure(
+        &plan.tenure,
+        &plan.bench,
+        &db,
+        &plan.dir,
+        plan.footprint_trials,
+        target.engine.key(),
+    )
+    .await?;
+    let rss_mib = f.rss_kb.map(|k| k as f64 / 1024.0);
+    Ok(vec![
+        Row::new(
+            "`tenure run` supervisor RSS while leading",
+            rss_mib.map_or("-".into(), |m| format!("{m:.1} MiB")),
+        )
+        .goal("≤ 15 MiB", at_most(rss_mib, 15.0)),
+        Row::new(
+            format!("`tenure run` start → child started ({label}) p50 / p99"),
+            millis_summary(&ms(&f.startup)),
+        ),
+    ])
+}

@@ -1,0 +1,34 @@
+//! `tenure-bench child --stamps FILE`: the supervised command of the failover and handover
+//! benchmarks. It stamps its start with CLOCK_MONOTONIC, waits for SIGTERM or SIGINT, stamps
+//! its stop and exits 0.
+//!
+//! It asks for SIGKILL when its parent dies: `tenure run` already arranges that, `etcdctl lock`
+//! does not (its command outlives a SIGKILLed etcdctl), and the benchmark must not leave
+//! children behind.
+
+use crate::procs::{append_stamp, mono_ns, Stamp};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal};
+use std::path::Path;
+
+pub fn run(stamps: &Path) -> std::io::Result<()> {
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGTERM);
+    set.add(Signal::SIGINT);
+    nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None)?;
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+    let token = ["TENURE_TERM", "ETCD_LOCK_REV"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok())
+        .unwrap_or_else(|| "-".into());
+    let stamp = |event: &str| Stamp {
+        event: event.into(),
+        mono_ns: mono_ns(),
+        pid: std::process::id() as i32,
+        supervisor: nix::unistd::getppid().as_raw(),
+        token: token.clone(),
+    };
+    append_stamp(stamps, &stamp("start"))?;
+    set.wait()?;
+    append_stamp(stamps, &stamp("stop"))?;
+    Ok(())
+}

@@ -1,0 +1,266 @@
+//! Crash failover and graceful handover with three candidates, each a process of its own:
+//! `tenure run`, `etcdctl lock` or the seeds' SQL. Every leader runs (or, for the seeds, is)
+//! a child that stamps its start and stop with CLOCK_MONOTONIC.
+//!
+//! - crash: SIGKILL the leader's supervisor; measure from the instant of the kill to the next
+//!   child's start stamp;
+//! - handover: SIGTERM the leader's child, which stamps its stop and exits 0; measure from
+//!   that stamp to the next child's start stamp.
+//!
+//! After each trial the dead candidate is replaced, so that three always campaign, and the new
+//! leader is left to run for a random 0.5–1 s, so that the kill falls at a random point of its
+//! renew cycle.
+
+use crate::procs::{signal_at, Proc, Stamp, Stamps};
+use crate::report::Summary;
+use nix::sys::signal::Signal;
+use rand::{Rng, SeedableRng};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::process::Command;
+use tokio::time::Instant;
+
+/// Who campaigns.
+#[derive(Clone, Debug)]
+pub enum Contender {
+    /// `tenure --database-url URL --table-prefix P run NAME --ttl TTL -- CHILD`.
+    Tenure {
+        bin: PathBuf,
+        url: String,
+        prefix: String,
+    },
+    /// `etcdctl lock --ttl N NAME CHILD`.
+    Etcd { etcdctl: PathBuf, endpoint: String },
+    /// `tenure-bench seed-candidate`.
+    Seeds { url: String, prefix: String },
+}
+
+/// What every scenario needs to start candidates.
+pub struct Setup {
+    pub contender: Contender,
+    /// This benchmark's own executable (the child and the seeds' candidate).
+    pub bench: PathBuf,
+    pub ttl: Duration,
+    pub dir: PathBuf,
+    pub name: String,
+}
+
+impl Setup {
+    fn child_argv(&self, stamps: &Path) -> Vec<String> {
+        vec![
+            self.bench.display().to_string(),
+            "child".into(),
+            "--stamps".into(),
+            stamps.display().to_string(),
+        ]
+    }
+
+    fn ttl_s(&self) -> u64 {
+        self.ttl.as_secs_f64().ceil() as u64
+    }
+
+    fn command(&self, k: usize, stamps: &Path) -> Command {
+        match &self.contender {
+            Contender::Tenure { bin, url, prefix } => {
+                let mut c = Command::new(bin);
+                c.arg("--database-url")
+                    .arg(url)
+                    .arg("--table-prefix")
+                    .arg(prefix)
+                    .arg("run")
+                    .arg(&self.name)
+                    .arg("--ttl")
+                    .arg(format!("{}ms", self.ttl.as_millis()))
+                    .arg("--candidate")
+                    .arg(format!("bench-{k}"))
+                    .arg("--")
+                    .args(self.child_argv(stamps));
+                c
+            }
+            Contender::Etcd { etcdctl, endpoint } => crate::etcd::lock_command(
+                etcdctl,
+                endpoint,
+                self.ttl_s(),
+                &self.name,
+                &self.child_argv(stamps),
+            ),
+            Contender::Seeds { url, prefix } => {
+                let mut c = Command::new(&self.bench);
+                c.arg("seed-candidate")
+                    .arg("--url")
+                    .arg(url)
+                    .arg("--prefix")
+                    .arg(prefix)
+                    .arg("--id")
+                    .arg(format!("seed-{k}"))
+                    .arg("--timeout-s")
+                    .arg(self.ttl_s().to_string())
+                    .arg("--stamps")
+                    .arg(stamps);
+                c
+            }
+        }
+    }
+}
+
+/// Which scenario.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scenario {
+    Crash,
+    Handover,
+}
+
+/// Three candidates, replaced as they die.
+struct Field<'a> {
+    setup: &'a Setup,
+    stamps: Stamps,
+    procs: Vec<Proc>,
+    spawned: usize,
+    log: PathBuf,
+    /// Start stamps at or before this instant belong to candidates killed by a restart.
+    epoch: i64,
+}
+
+impl Field<'_> {
+    fn spawn_one(&mut self) -> Result<(), String> {
+        let k = self.spawned;
+        self.spawned += 1;
+        let cmd = self.setup.command(k, self.stamps.path());
+        let proc =
+            Proc::spawn(cmd, &self.log).map_err(|e| format!("cannot start candidate {k}: {e}"))?;
+        self.procs.push(proc);
+        Ok(())
+    }
+
+    fn fill(&mut self) -> Result<(), String> {
+        while self.procs.len() < 3 {
+            self.spawn_one()?;
+        }
+        Ok(())
+    }
+
+    /// Removes (and reaps) the candidate whose pid is `pid`.
+    async fn forget(&mut self, pid: i32) {
+        if let Some(i) = self.procs.iter().position(|p| p.pid == pid) {
+            let p = self.procs.swap_remove(i);
+            p.finish(Duration::from_secs(5)).await;
+        }
+    }
+
+    /// Kills every candidate and starts three new ones (after a failed trial).
+    async fn restart(&mut self) -> Result<(), String> {
+        for p in self.procs.drain(..) {
+            p.finish(Duration::ZERO).await;
+        }
+        self.epoch = crate::procs::mono_ns();
+        self.fill()
+    }
+
+    /// The current leader's start stamp, waiting up to `until` for one.
+    async fn leader(&mut self, until: Instant) -> Option<Stamp> {
+        loop {
+            if let Some(s) = self.stamps.current_leader() {
+                if s.mono_ns > self.epoch {
+                    return Some(s);
+                }
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+/// Runs `trials` trials of `scenario`; each sample is seconds from the kill (crash) or the
+/// child's stop (handover) to the next child's start. A trial that does not complete within
+/// 3 × ttl + 5 s counts as failed.
+pub async fn measure(
+    setup: &Setup,
+    scenario: Scenario,
+    trials: usize,
+    label: &str,
+) -> Result<Summary, String> {
+    // The name is unique per backend and scenario: so are the stamp file and the log.
+    let tag = format!("{}-{:?}", setup.name, scenario).to_lowercase();
+    let mut field = Field {
+        setup,
+        stamps: Stamps::new(setup.dir.join(format!("{tag}.stamps"))),
+        procs: Vec::new(),
+        spawned: 0,
+        log: setup.dir.join(format!("{tag}.log")),
+        epoch: 0,
+    };
+    let bound = setup.ttl * 3 + Duration::from_secs(5);
+    field.fill()?;
+    let mut samples = Vec::new();
+    let mut failed = 0;
+    let mut rng = rand::rngs::StdRng::from_entropy();
+    for trial in 1..=trials {
+        let Some(leader) = field.leader(Instant::now() + bound).await else {
+            eprintln!(
+                "  {label} trial {trial}: no leader within {bound:?}; restarting the candidates"
+            );
+            failed += 1;
+            field.restart().await?;
+            continue;
+        };
+        // Let the leader run for a while: a random point of its renew cycle, and the
+        // replacement candidate has started campaigning.
+        tokio::time::sleep(Duration::from_millis(rng.gen_range(500..1000))).await;
+        let (from, supervisor) = match scenario {
+            Scenario::Crash => (
+                signal_at(leader.supervisor, Signal::SIGKILL),
+                leader.supervisor,
+            ),
+            Scenario::Handover => {
+                signal_at(leader.pid, Signal::SIGTERM);
+                let stop = field
+                    .stamps
+                    .wait_for(Instant::now() + bound, |s| {
+                        !s.is_start() && s.pid == leader.pid
+                    })
+                    .await;
+                match stop {
+                    Some(s) => (s.mono_ns, leader.supervisor),
+                    None => {
+                        eprintln!("  {label} trial {trial}: the child did not stop");
+                        failed += 1;
+                        field.restart().await?;
+                        continue;
+                    }
+                }
+            }
+        };
+        let next = field
+            .stamps
+            .wait_for(Instant::now() + bound, |s| s.is_start() && s.mono_ns > from)
+            .await;
+        match next {
+            Some(s) => {
+                let secs = (s.mono_ns - from) as f64 / 1e9;
+                eprintln!(
+                    "  {label} trial {trial}/{trials}: {:.1} ms (token {} -> {})",
+                    secs * 1e3,
+                    leader.token,
+                    s.token
+                );
+                samples.push(secs);
+            }
+            None => {
+                eprintln!(
+                    "  {label} trial {trial}/{trials}: no new leader within {bound:?} (failed)"
+                );
+                failed += 1;
+                field.restart().await?;
+                continue;
+            }
+        }
+        field.forget(supervisor).await;
+        field.fill()?;
+    }
+    for p in field.procs.drain(..) {
+        p.finish(Duration::ZERO).await;
+    }
+    Ok(Summary::of(&samples, failed))
+}

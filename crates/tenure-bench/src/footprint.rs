@@ -1,0 +1,93 @@
+//! Footprint of `tenure run`: the supervisor's RSS while it leads, and the time from its start
+//! to its child's start (on a vacant name).
+
+use crate::procs::{mono_ns, rss_kb, Proc, Stamps};
+use crate::report::Summary;
+use nix::sys::signal::Signal;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::process::Command;
+use tokio::time::Instant;
+
+/// Where `tenure run` keeps its leases.
+pub enum Database {
+    /// `--database-url URL --table-prefix P`.
+    Url { url: String, prefix: String },
+    /// No `--database-url`: the SQLite default under `$XDG_STATE_HOME` (a temporary dir).
+    SqliteDefault { state_home: PathBuf },
+}
+
+pub struct Footprint {
+    /// Seconds from spawning `tenure run` to the child's start stamp.
+    pub startup: Summary,
+    /// The largest VmRSS seen (kB), one second into the tenure.
+    pub rss_kb: Option<u64>,
+}
+
+pub async fn measure(
+    tenure: &Path,
+    bench: &Path,
+    db: &Database,
+    dir: &Path,
+    trials: usize,
+    label: &str,
+) -> Result<Footprint, String> {
+    let tag = format!("footprint-{label}");
+    let mut stamps = Stamps::new(dir.join(format!("{tag}.stamps")));
+    let log = dir.join(format!("{tag}.log"));
+    let mut startups = Vec::new();
+    let mut failed = 0;
+    let mut rss_max: Option<u64> = None;
+    for trial in 1..=trials {
+        let mut c = Command::new(tenure);
+        match db {
+            Database::Url { url, prefix } => {
+                c.arg("--database-url")
+                    .arg(url)
+                    .arg("--table-prefix")
+                    .arg(prefix);
+            }
+            Database::SqliteDefault { state_home } => {
+                c.env_remove("TENURE_DATABASE_URL")
+                    .env("XDG_STATE_HOME", state_home);
+            }
+        }
+        c.arg("run")
+            .arg(format!("footprint-{trial}"))
+            .arg("--ttl")
+            .arg("2s")
+            .arg("--")
+            .arg(bench)
+            .arg("child")
+            .arg("--stamps")
+            .arg(stamps.path());
+        let from = mono_ns();
+        let proc = Proc::spawn(c, &log).map_err(|e| e.to_string())?;
+        let started = stamps
+            .wait_for(Instant::now() + Duration::from_secs(15), |s| s.is_start())
+            .await;
+        let Some(started) = started else {
+            eprintln!("  footprint {label} trial {trial}: the child did not start within 15 s");
+            failed += 1;
+            proc.finish(Duration::ZERO).await;
+            continue;
+        };
+        let secs = (started.mono_ns - from) as f64 / 1e9;
+        startups.push(secs);
+        // A second into the tenure: a few renewals done.
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let rss = rss_kb(proc.pid as u32).map(|(rss, _)| rss);
+        eprintln!(
+            "  footprint {label} trial {trial}/{trials}: child started after {:.1} ms, supervisor RSS {} kB",
+            secs * 1e3,
+            rss.map_or("?".into(), |r| r.to_string())
+        );
+        rss_max = rss_max.max(rss);
+        proc.signal(Signal::SIGTERM);
+        proc.finish(Duration::from_secs(5)).await;
+    }
+    Ok(Footprint {
+        startup: Summary::of(&startups, failed),
+        rss_kb: rss_max,
+    })
+}

@@ -1,0 +1,278 @@
+//! Processes the benchmark starts, the monotonic clock they share, and the stamp file in which
+//! every supervised child records when it started and stopped.
+
+use nix::sys::signal::{kill, Signal};
+use nix::time::{clock_gettime, ClockId};
+use nix::unistd::Pid;
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+
+/// CLOCK_MONOTONIC in nanoseconds: one clock for every process on this machine.
+pub fn mono_ns() -> i64 {
+    let t = clock_gettime(ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC");
+    t.tv_sec() * 1_000_000_000 + t.tv_nsec()
+}
+
+/// A process the benchmark started: SIGKILLed when dropped, and (parent-death signal) when
+/// the benchmark itself dies.
+pub struct Proc {
+    pub child: Child,
+    pub pid: i32,
+}
+
+impl Proc {
+    /// Starts `command` with stdin closed and stdout/stderr appended to `log`.
+    ///
+    /// Must be called from the benchmark's main thread (the `block_on` future, never a spawned
+    /// task): the parent-death signal fires when the *thread* that forked exits.
+    pub fn spawn(mut command: Command, log: &Path) -> io::Result<Proc> {
+        let out = File::options().create(true).append(true).open(log)?;
+        command
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .kill_on_drop(true);
+        // SAFETY: between fork and exec the closure makes one async-signal-safe system call.
+        unsafe {
+            command.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(io::Error::from)
+            });
+        }
+        let child = command.spawn()?;
+        let pid = child.id().map_or(0, |p| p as i32);
+        Ok(Proc { child, pid })
+    }
+
+    /// Sends `signal` to the process (a process already gone is not an error).
+    pub fn signal(&self, signal: Signal) {
+        let _ = kill(Pid::from_raw(self.pid), signal);
+    }
+
+    /// Waits up to `within` for the process to exit; SIGKILLs it if it does not.
+    pub async fn finish(mut self, within: Duration) {
+        if tokio::time::timeout(within, self.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.child.kill().await;
+        }
+    }
+}
+
+/// Sends `signal` to `pid` and returns the monotonic instant just before it was sent.
+pub fn signal_at(pid: i32, signal: Signal) -> i64 {
+    let at = mono_ns();
+    let _ = kill(Pid::from_raw(pid), signal);
+    at
+}
+
+/// One line of the stamp file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    /// `start` or `stop`.
+    pub event: String,
+    pub mono_ns: i64,
+    pub pid: i32,
+    /// The process that started the child (tenure run, etcdctl), or the seeds' candidate
+    /// itself.
+    pub supervisor: i32,
+    /// The fencing token the child was given, if any (`TENURE_TERM`, `ETCD_LOCK_REV`).
+    pub token: String,
+}
+
+impl Stamp {
+    /// The line format: `EVENT MONO_NS PID SUPERVISOR TOKEN`.
+    pub fn line(&self) -> String {
+        format!(
+            "{} {} {} {} {}\n",
+            self.event, self.mono_ns, self.pid, self.supervisor, self.token
+        )
+    }
+
+    pub fn parse(line: &str) -> Option<Stamp> {
+        let mut f = line.split_whitespace();
+        Some(Stamp {
+            event: f.next()?.to_string(),
+            mono_ns: f.next()?.parse().ok()?,
+            pid: f.next()?.parse().ok()?,
+            supervisor: f.next()?.parse().ok()?,
+            token: f.next().unwrap_or("-").to_string(),
+        })
+    }
+
+    pub fn is_start(&self) -> bool {
+        self.event == "start"
+    }
+}
+
+/// Appends `stamp` to `path` in one `write` (O_APPEND: lines of concurrent writers never mix).
+pub fn append_stamp(path: &Path, stamp: &Stamp) -> io::Result<()> {
+    use std::io::Write;
+    let mut f = File::options().create(true).append(true).open(path)?;
+    f.write_all(stamp.line().as_bytes())
+}
+
+/// Reads a stamp file as it grows.
+pub struct Stamps {
+    path: PathBuf,
+    offset: u64,
+    partial: String,
+    /// Every stamp read so far, in file order.
+    pub seen: Vec<Stamp>,
+}
+
+impl Stamps {
+    pub fn new(path: PathBuf) -> Stamps {
+        Stamps {
+            path,
+            offset: 0,
+            partial: String::new(),
+            seen: Vec::new(),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads the lines appended since the last call.
+    fn poll(&mut self) {
+        let Ok(mut f) = File::open(&self.path) else {
+            return;
+        };
+        if f.seek(SeekFrom::Start(self.offset)).is_err() {
+            return;
+        }
+        let mut buf = String::new();
+        if let Ok(n) = f.read_to_string(&mut buf) {
+            self.offset += n as u64;
+            self.partial.push_str(&buf);
+            while let Some(end) = self.partial.find('\n') {
+                let line: String = self.partial.drain(..=end).collect();
+                if let Some(stamp) = Stamp::parse(&line) {
+                    self.seen.push(stamp);
+                }
+            }
+        }
+    }
+
+    /// Waits until a stamp read after the ones already seen matches `pred`, or `until`.
+    pub async fn wait_for(
+        &mut self,
+        until: Instant,
+        pred: impl Fn(&Stamp) -> bool,
+    ) -> Option<Stamp> {
+        let mut from = self.seen.len();
+        loop {
+            self.poll();
+            if let Some(s) = self.seen[from..].iter().find(|s| pred(s)) {
+                return Some(s.clone());
+            }
+            from = self.seen.len();
+            if Instant::now() >= until {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    }
+
+    /// The most recent start stamp whose process has not stopped (per the file).
+    pub fn current_leader(&mut self) -> Option<Stamp> {
+        self.poll();
+        let last = self.seen.iter().rev().find(|s| s.is_start())?;
+        let stopped = self.seen.iter().any(|s| !s.is_start() && s.pid == last.pid);
+        (!stopped).then(|| last.clone())
+    }
+}
+
+/// Resident set size and its peak (kB) of `pid`, from `/proc/PID/status`.
+pub fn rss_kb(pid: u32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))?
+            .split_whitespace()
+            .nth(1)?
+            .parse::<u64>()
+            .ok()
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// CPU time (user + system) this process has used, from `/proc/self/stat`.
+pub fn own_cpu() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may contain spaces) start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line: 11 and 12 after the name.
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .unwrap_or(100) as u64;
+    Some(Duration::from_millis(ticks * 1000 / hz))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_round_trip() {
+        let s = Stamp {
+            event: "start".into(),
+            mono_ns: 123_456_789,
+            pid: 42,
+            supervisor: 41,
+            token: "7".into(),
+        };
+        assert_eq!(Stamp::parse(&s.line()), Some(s));
+        assert_eq!(Stamp::parse("garbage"), None);
+        assert_eq!(Stamp::parse("start 1 2 3").unwrap().token, "-");
+    }
+
+    #[tokio::test]
+    async fn stamps_are_read_as_the_file_grows() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("stamps");
+        let mut stamps = Stamps::new(path.clone());
+        assert_eq!(stamps.current_leader(), None);
+        let start = |pid| Stamp {
+            event: "start".into(),
+            mono_ns: mono_ns(),
+            pid,
+            supervisor: 1,
+            token: "-".into(),
+        };
+        append_stamp(&path, &start(10)).unwrap();
+        assert_eq!(stamps.current_leader().unwrap().pid, 10);
+        append_stamp(
+            &path,
+            &Stamp {
+                event: "stop".into(),
+                ..start(10)
+            },
+        )
+        .unwrap();
+        assert_eq!(stamps.current_leader(), None);
+        append_stamp(&path, &start(11)).unwrap();
+        let until = Instant::now() + Duration::from_secs(1);
+        let found = stamps.wait_for(until, |s| s.is_start()).await.unwrap();
+        assert_eq!(found.pid, 11);
+        let none = stamps.wait_for(Instant::now(), |s| s.pid == 99).await;
+        assert_eq!(none, None);
+    }
+
+    #[test]
+    fn own_figures_are_readable() {
+        assert!(rss_kb(std::process::id()).unwrap().0 > 0);
+        assert!(own_cpu().is_some());
+    }
+}

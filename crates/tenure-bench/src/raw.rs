@@ -1,0 +1,167 @@
+//! The limit on this machine: the least SQL that does a lock's work — one statement that takes
+//! a row lease if it is free or expired and raises its term (the fencing token), one that
+//! releases it — autocommitted, on the same engine and driver as tenure.
+
+use crate::db::{Engine, Pool, Target};
+use sqlx::Row;
+
+pub struct Raw {
+    pool: Pool,
+    take: String,
+    release: String,
+}
+
+fn create(engine: Engine, t: &str) -> String {
+    match engine {
+        Engine::Postgres => format!(
+            "CREATE TABLE IF NOT EXISTS {t} (name TEXT COLLATE \"C\" NOT NULL PRIMARY KEY, \
+             holder TEXT COLLATE \"C\", term BIGINT NOT NULL, \
+             acquired_at TIMESTAMPTZ NOT NULL, expires_at TIMESTAMPTZ NOT NULL)"
+        ),
+        Engine::MySql => format!(
+            "CREATE TABLE IF NOT EXISTS {t} (name VARCHAR(191) COLLATE utf8mb4_bin NOT NULL \
+             PRIMARY KEY, holder VARCHAR(191) COLLATE utf8mb4_bin NULL, term BIGINT NOT NULL, \
+             acquired_at DATETIME(6) NOT NULL, expires_at DATETIME(6) NOT NULL) \
+             ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
+        ),
+        Engine::Sqlite => format!(
+            "CREATE TABLE IF NOT EXISTS {t} (name TEXT NOT NULL PRIMARY KEY, holder TEXT, \
+             term INTEGER NOT NULL, acquired_at TEXT NOT NULL, expires_at TEXT NOT NULL)"
+        ),
+    }
+}
+
+fn insert(engine: Engine, t: &str, name: &str) -> String {
+    // Names are the benchmark's own (`lock-N`): no quoting needed.
+    match engine {
+        Engine::Postgres => format!(
+            "INSERT INTO {t} VALUES ('{name}', NULL, 0, clock_timestamp(), clock_timestamp()) \
+             ON CONFLICT DO NOTHING"
+        ),
+        Engine::MySql => format!(
+            "INSERT IGNORE INTO {t} VALUES ('{name}', NULL, 0, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))"
+        ),
+        Engine::Sqlite => format!(
+            "INSERT OR IGNORE INTO {t} VALUES ('{name}', NULL, 0, \
+             strftime('%Y-%m-%d %H:%M:%f', 'now'), strftime('%Y-%m-%d %H:%M:%f', 'now'))"
+        ),
+    }
+}
+
+/// (take, release). take: parameters holder, name; answers the new term when taken.
+/// release: parameters name, holder, term.
+pub fn statements(engine: Engine, t: &str) -> (String, String) {
+    match engine {
+        Engine::Postgres => (
+            format!(
+                "UPDATE {t} SET holder = $1, term = term + 1, acquired_at = clock_timestamp(), \
+                 expires_at = clock_timestamp() + interval '60 seconds' WHERE name = $2 \
+                 AND (holder IS NULL OR expires_at <= clock_timestamp()) RETURNING term"
+            ),
+            format!(
+                "UPDATE {t} SET holder = NULL, expires_at = clock_timestamp() \
+                 WHERE name = $1 AND holder = $2 AND term = $3"
+            ),
+        ),
+        // No UPDATE … RETURNING: the new term comes back through LAST_INSERT_ID(expr).
+        Engine::MySql => (
+            format!(
+                "UPDATE {t} SET holder = ?, term = LAST_INSERT_ID(term + 1), \
+                 acquired_at = UTC_TIMESTAMP(6), \
+                 expires_at = UTC_TIMESTAMP(6) + INTERVAL 60 SECOND WHERE name = ? \
+                 AND (holder IS NULL OR expires_at <= UTC_TIMESTAMP(6))"
+            ),
+            format!(
+                "UPDATE {t} SET holder = NULL, expires_at = UTC_TIMESTAMP(6) \
+                 WHERE name = ? AND holder = ? AND term = ?"
+            ),
+        ),
+        Engine::Sqlite => (
+            format!(
+                "UPDATE {t} SET holder = ?1, term = term + 1, \
+                 acquired_at = strftime('%Y-%m-%d %H:%M:%f', 'now'), \
+                 expires_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '+60 seconds') \
+                 WHERE name = ?2 AND (holder IS NULL \
+                 OR expires_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')) RETURNING term"
+            ),
+            format!(
+                "UPDATE {t} SET holder = NULL, expires_at = strftime('%Y-%m-%d %H:%M:%f', 'now') \
+                 WHERE name = ?1 AND holder = ?2 AND term = ?3"
+            ),
+        ),
+    }
+}
+
+impl Raw {
+    /// Creates the table and the rows `names` (free), with a pool of `connections`.
+    pub async fn prepare(
+        target: &Target,
+        connections: u32,
+        names: &[String],
+    ) -> Result<Raw, String> {
+        let pool = target
+            .raw_pool(connections)
+            .await
+            .map_err(|e| e.to_string())?;
+        let t = format!("{}raw_lock", target.prefix);
+        pool.execute(&create(target.engine, &t))
+            .await
+            .map_err(|e| e.to_string())?;
+        for name in names {
+            pool.execute(&insert(target.engine, &t, name))
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        let (take, release) = statements(target.engine, &t);
+        Ok(Raw {
+            pool,
+            take,
+            release,
+        })
+    }
+
+    /// Takes `name` for `me`: the new term, or `None` if held.
+    pub async fn take(&self, name: &str, me: &str) -> Result<Option<i64>, sqlx::Error> {
+        match &self.pool {
+            Pool::Pg(p) => {
+                let row = sqlx::query(&self.take)
+                    .bind(me)
+                    .bind(name)
+                    .fetch_optional(p)
+                    .await?;
+                row.map(|r| r.try_get::<i64, _>("term")).transpose()
+            }
+            Pool::Lite(p) => {
+                let row = sqlx::query(&self.take)
+                    .bind(me)
+                    .bind(name)
+                    .fetch_optional(p)
+                    .await?;
+                row.map(|r| r.try_get::<i64, _>("term")).transpose()
+            }
+            Pool::My(p) => {
+                let done = sqlx::query(&self.take)
+                    .bind(me)
+                    .bind(name)
+                    .execute(p)
+                    .await?;
+                Ok((done.rows_affected() == 1).then_some(done.last_insert_id() as i64))
+            }
+        }
+    }
+
+    /// Releases tenure `term` of `name` held by `me`.
+    pub async fn release(&self, name: &str, me: &str, term: i64) -> Result<(), sqlx::Error> {
+        crate::db::with_pool!(&self.pool, p => sqlx::query(&self.release)
+            .bind(name)
+            .bind(me)
+            .bind(term)
+            .execute(p)
+            .await
+            .map(|_| ()))
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}

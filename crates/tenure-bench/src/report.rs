@@ -1,0 +1,336 @@
+//! Percentiles, PASS/MISS verdicts and the tables printed per backend. Pure: no IO but
+//! [`Table::render`]'s string.
+
+use serde::Serialize;
+
+/// The `p`-th percentile (0..=100) of `samples` by the nearest-rank method: the smallest
+/// sample with at least p % of the samples at or below it. `None` for no samples.
+pub fn percentile(samples: &[f64], p: f64) -> Option<f64> {
+    if samples.is_empty() {
+        return None;
+    }
+    let mut sorted = samples.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+/// p50 and p99 of a set of trials, and how many failed.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Summary {
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+    pub ok: usize,
+    pub failed: usize,
+}
+
+impl Summary {
+    pub fn of(samples: &[f64], failed: usize) -> Summary {
+        Summary {
+            p50: percentile(samples, 50.0),
+            p99: percentile(samples, 99.0),
+            ok: samples.len(),
+            failed,
+        }
+    }
+}
+
+/// Whether a figure meets its goal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Verdict {
+    Pass,
+    Miss,
+}
+
+impl Verdict {
+    /// `Pass` if `ok`.
+    pub fn from(ok: bool) -> Verdict {
+        if ok {
+            Verdict::Pass
+        } else {
+            Verdict::Miss
+        }
+    }
+
+    /// `Pass` only if every verdict passes (`Miss` for none: nothing was measured).
+    pub fn all(verdicts: &[Verdict]) -> Verdict {
+        Verdict::from(!verdicts.is_empty() && verdicts.iter().all(|v| *v == Verdict::Pass))
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::Miss => "MISS",
+        }
+    }
+}
+
+/// `value <= limit`, a missing value misses.
+pub fn at_most(value: Option<f64>, limit: f64) -> Verdict {
+    Verdict::from(value.is_some_and(|v| v <= limit))
+}
+
+/// `value >= limit`, a missing value misses.
+pub fn at_least(value: Option<f64>, limit: f64) -> Verdict {
+    Verdict::from(value.is_some_and(|v| v >= limit))
+}
+
+/// `a / b`, when both exist and `b` is not zero.
+pub fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b != 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
+/// Seconds with millisecond precision, or `-`.
+pub fn secs(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.3} s"))
+}
+
+/// Milliseconds, or `-`.
+pub fn millis(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| {
+        if v < 10.0 {
+            format!("{v:.2} ms")
+        } else {
+            format!("{v:.1} ms")
+        }
+    })
+}
+
+/// A ratio as `0.93×`, or `-`.
+pub fn times(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.2}×"))
+}
+
+/// A plain number with a thousands separator (`12,345`), or `-`.
+pub fn count(v: Option<f64>) -> String {
+    let Some(v) = v else { return "-".into() };
+    let n = v.round() as i64;
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 {
+        out.insert(0, '-');
+    }
+    out
+}
+
+/// `p50 / p99` of a summary in seconds, with the number of failed trials if any.
+pub fn secs_summary(s: &Summary) -> String {
+    let mut out = format!("{} / {}", secs(s.p50), secs(s.p99));
+    if s.failed > 0 {
+        out.push_str(&format!(" ({} failed)", s.failed));
+    }
+    out
+}
+
+/// `p50 / p99` of a summary in milliseconds, with the number of failed trials if any.
+pub fn millis_summary(s: &Summary) -> String {
+    let mut out = format!("{} / {}", millis(s.p50), millis(s.p99));
+    if s.failed > 0 {
+        out.push_str(&format!(" ({} failed)", s.failed));
+    }
+    out
+}
+
+/// One line of a table: a measure of tenure, optionally set against another system.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Row {
+    pub measure: String,
+    pub tenure: String,
+    /// What tenure is compared with (`etcd 3.4`, `seeds' SQL`, `raw SQL`), or empty.
+    pub against: String,
+    pub theirs: String,
+    /// tenure / theirs (or as the measure says).
+    pub ratio: String,
+    pub goal: String,
+    pub verdict: Option<Verdict>,
+}
+
+impl Row {
+    pub fn new(measure: impl Into<String>, tenure: impl Into<String>) -> Row {
+        Row {
+            measure: measure.into(),
+            tenure: tenure.into(),
+            ..Row::default()
+        }
+    }
+
+    pub fn against(
+        mut self,
+        who: impl Into<String>,
+        theirs: impl Into<String>,
+        ratio: impl Into<String>,
+    ) -> Row {
+        self.against = who.into();
+        self.theirs = theirs.into();
+        self.ratio = ratio.into();
+        self
+    }
+
+    pub fn goal(mut self, goal: impl Into<String>, verdict: Verdict) -> Row {
+        self.goal = goal.into();
+        self.verdict = Some(verdict);
+        self
+    }
+}
+
+/// One backend's results.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Table {
+    pub title: String,
+    pub rows: Vec<Row>,
+    /// Caveats and methods printed under the table.
+    pub notes: Vec<String>,
+}
+
+const HEADERS: [&str; 7] = [
+    "measure",
+    "tenure",
+    "against",
+    "their figure",
+    "ratio",
+    "goal",
+    "result",
+];
+
+impl Table {
+    pub fn new(title: impl Into<String>) -> Table {
+        Table {
+            title: title.into(),
+            ..Table::default()
+        }
+    }
+
+    /// A Markdown table (readable as plain text too: the columns are padded).
+    pub fn render(&self) -> String {
+        let cells: Vec<[String; 7]> = self
+            .rows
+            .iter()
+            .map(|r| {
+                [
+                    r.measure.clone(),
+                    r.tenure.clone(),
+                    r.against.clone(),
+                    r.theirs.clone(),
+                    r.ratio.clone(),
+                    r.goal.clone(),
+                    r.verdict.map_or(String::new(), |v| v.as_str().to_string()),
+                ]
+            })
+            .collect();
+        let mut widths = HEADERS.map(|h| h.chars().count());
+        for row in &cells {
+            for (w, c) in widths.iter_mut().zip(row) {
+                *w = (*w).max(c.chars().count());
+            }
+        }
+        let line = |cols: &[String]| {
+            let padded: Vec<String> = cols
+                .iter()
+                .zip(widths)
+                .map(|(c, w)| format!("{c}{}", " ".repeat(w - c.chars().count())))
+                .collect();
+            format!("| {} |\n", padded.join(" | "))
+        };
+        let mut out = format!("### {}\n\n", self.title);
+        out.push_str(&line(&HEADERS.map(String::from)));
+        let rule: Vec<String> = widths.iter().map(|w| "-".repeat(*w)).collect();
+        out.push_str(&format!("|-{}-|\n", rule.join("-|-")));
+        for row in &cells {
+            out.push_str(&line(row));
+        }
+        if !self.notes.is_empty() {
+            out.push('\n');
+            for note in &self.notes {
+                out.push_str(&format!("- {note}\n"));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let samples: Vec<f64> = (1..=20).map(f64::from).collect();
+        assert_eq!(percentile(&samples, 50.0), Some(10.0));
+        assert_eq!(percentile(&samples, 99.0), Some(20.0));
+        assert_eq!(percentile(&samples, 0.0), Some(1.0));
+        assert_eq!(percentile(&samples, 100.0), Some(20.0));
+        assert_eq!(percentile(&[3.0, 1.0, 2.0], 50.0), Some(2.0));
+        assert_eq!(percentile(&[], 50.0), None);
+        let hundred: Vec<f64> = (1..=100).rev().map(f64::from).collect();
+        assert_eq!(percentile(&hundred, 99.0), Some(99.0));
+    }
+
+    #[test]
+    fn summaries_count_failures() {
+        let s = Summary::of(&[1.0, 2.0], 1);
+        assert_eq!((s.p50, s.p99, s.ok, s.failed), (Some(1.0), Some(2.0), 2, 1));
+        assert_eq!(secs_summary(&s), "1.000 s / 2.000 s (1 failed)");
+        assert_eq!(millis_summary(&Summary::of(&[], 0)), "- / -");
+    }
+
+    #[test]
+    fn verdicts() {
+        assert_eq!(at_most(Some(2.2), 2.2), Verdict::Pass);
+        assert_eq!(at_most(Some(2.21), 2.2), Verdict::Miss);
+        assert_eq!(at_most(None, 2.2), Verdict::Miss);
+        assert_eq!(at_least(Some(0.8), 0.8), Verdict::Pass);
+        assert_eq!(at_least(Some(0.79), 0.8), Verdict::Miss);
+        assert_eq!(Verdict::all(&[Verdict::Pass, Verdict::Pass]), Verdict::Pass);
+        assert_eq!(Verdict::all(&[Verdict::Pass, Verdict::Miss]), Verdict::Miss);
+        assert_eq!(Verdict::all(&[]), Verdict::Miss);
+        assert_eq!(ratio(Some(1.0), Some(4.0)), Some(0.25));
+        assert_eq!(ratio(Some(1.0), Some(0.0)), None);
+        assert_eq!(ratio(None, Some(1.0)), None);
+    }
+
+    #[test]
+    fn formats() {
+        assert_eq!(count(Some(12345.4)), "12,345");
+        assert_eq!(count(Some(999.0)), "999");
+        assert_eq!(count(Some(-1000.0)), "-1,000");
+        assert_eq!(count(None), "-");
+        assert_eq!(millis(Some(1.234)), "1.23 ms");
+        assert_eq!(millis(Some(12.34)), "12.3 ms");
+        assert_eq!(times(Some(0.5)), "0.50×");
+        assert_eq!(secs(Some(1.5)), "1.500 s");
+    }
+
+    #[test]
+    fn tables_are_padded_markdown() {
+        let mut t = Table::new("PostgreSQL");
+        t.rows.push(
+            Row::new("crash failover p99", "1.9 s")
+                .against("etcd", "2.1 s", "0.90×")
+                .goal("≤ 2.2 s", Verdict::Pass),
+        );
+        t.rows.push(Row::new("RSS", "9 MB"));
+        t.notes.push("2 cores".into());
+        let text = t.render();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "### PostgreSQL");
+        assert!(lines[2].starts_with("| measure "), "{text}");
+        assert!(lines[3].starts_with("|----"), "{text}");
+        assert!(lines[4].contains("| PASS   |"), "{text}");
+        assert!(lines[5].ends_with("|        |"), "{text}");
+        let width = lines[2].chars().count();
+        assert!(
+            lines[2..6].iter().all(|l| l.chars().count() == width),
+            "{text}"
+        );
+        assert_eq!(lines.last(), Some(&"- 2 cores"));
+    }
+}

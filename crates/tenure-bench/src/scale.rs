@@ -1,0 +1,238 @@
+//! Scale: one process holding many locks (statements per renew interval, CPU, RSS), and many
+//! candidates on one name in one process (database calls per second).
+//!
+//! The many-locks holder is a process of its own (`tenure-bench hold-leases`, answering one
+//! JSON line), so that its CPU time and RSS are the holder's alone.
+
+use crate::counting::{Counting, Counts};
+use crate::db::{counters, Counters, Engine, Target};
+use crate::procs::{own_cpu, rss_kb};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::time::Duration;
+use tenure::{Elector, LockOptions, Locks, Store, StoreOptions, Timing};
+use tokio::time::Instant;
+
+/// What `hold-leases` measured over its window.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Held {
+    pub leases: usize,
+    pub acquire_s: f64,
+    pub renew_interval_s: f64,
+    pub window_s: f64,
+    /// Renew intervals in the window (window / renew interval).
+    pub intervals: f64,
+    /// Batched renewals (transactions) in the window, and the leases they carried.
+    pub batches: u64,
+    pub renewed: u64,
+    /// Other calls (campaigns, releases) in the window: 0 if nothing is done per lock.
+    pub applies: u64,
+    /// The library's statements per batch: BEGIN, the clock, one UPDATE per 5,000 leases
+    /// (MySQL: plus one SELECT each), COMMIT.
+    pub statements_per_batch: u64,
+    pub slowest_batch_ms: f64,
+    /// Server-side deltas over the window (see [`Counters`]).
+    pub server: Vec<(String, i64)>,
+    pub cpu_s: f64,
+    pub rss_kb: u64,
+    pub peak_rss_kb: u64,
+    /// Locks still held at the end (all of them, unless renewals failed).
+    pub still_held: usize,
+}
+
+impl Held {
+    pub fn statements_per_interval(&self) -> f64 {
+        (self.batches * self.statements_per_batch) as f64 / self.intervals
+    }
+}
+
+fn statements_per_batch(engine: Engine, leases: usize) -> u64 {
+    let chunks = leases.div_ceil(5000) as u64;
+    let per_chunk = if engine == Engine::MySql { 2 } else { 1 };
+    3 + chunks * per_chunk
+}
+
+async fn counting_store(target: &Target) -> Result<(Store, Arc<Counting>), String> {
+    let options = StoreOptions::default().table_prefix(target.prefix.clone());
+    let timeout = options.timeout;
+    let backend = tenure::backend::connect(&target.url, &options)
+        .await
+        .map_err(|e| e.to_string())?;
+    let counting = Arc::new(Counting::new(backend));
+    Ok((Store::from_backend(counting.clone(), timeout), counting))
+}
+
+/// `tenure-bench hold-leases`: takes `leases` locks with ttl `at_most`, then watches
+/// `intervals` renew intervals.
+pub async fn hold_leases(
+    target: &Target,
+    leases: usize,
+    at_most: Duration,
+    intervals: u32,
+) -> Result<Held, String> {
+    let (store, counting) = counting_store(target).await?;
+    let locks = Locks::with_holder(store, "bench-scale").map_err(|e| e.to_string())?;
+    let options = LockOptions::default().at_most(at_most);
+    let t0 = Instant::now();
+    let mut tasks = Vec::new();
+    let per_task = leases.div_ceil(8);
+    for t in 0..8 {
+        let locks = locks.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut guards = Vec::new();
+            for i in (t * per_task)..((t + 1) * per_task).min(leases) {
+                match locks.try_lock(&format!("lease-{i}"), options).await {
+                    Ok(Some(g)) => guards.push(g),
+                    Ok(None) => return Err(format!("lease-{i} was not free")),
+                    Err(e) => return Err(e.to_string()),
+                }
+            }
+            Ok(guards)
+        }));
+    }
+    let mut guards = Vec::new();
+    for t in tasks {
+        guards.extend(t.await.map_err(|e| e.to_string())??);
+    }
+    let acquire_s = t0.elapsed().as_secs_f64();
+    let renew_interval = Timing::from_ttl(at_most)
+        .map_err(|e| e.to_string())?
+        .renew_interval();
+    let pool = target.raw_pool(1).await.map_err(|e| e.to_string())?;
+    let table = target.lease_table();
+    // Let the statistics of the acquisition settle, then open the window: PostgreSQL 15
+    // publishes an idle connection's counters up to 10 s late (PGSTAT_IDLE_INTERVAL), so a
+    // shorter wait counts the 10,000 acquisitions' commits inside the window.
+    let settle = match target.engine {
+        Engine::Postgres => Duration::from_secs(11),
+        _ => Duration::from_millis(1200),
+    };
+    tokio::time::sleep(settle).await;
+    let server_before = counters(&pool, &table).await;
+    let (count_before, cpu_before) = (counting.counts(), own_cpu());
+    counting
+        .slowest_batch_us
+        .store(0, std::sync::atomic::Ordering::SeqCst);
+    let window = renew_interval * intervals;
+    let opened = Instant::now();
+    tokio::time::sleep(window).await;
+    let window_s = opened.elapsed().as_secs_f64();
+    let counts: Counts = counting.counts().since(count_before);
+    let cpu = own_cpu().zip(cpu_before).map(|(a, b)| a.saturating_sub(b));
+    let (rss, peak) = rss_kb(std::process::id()).unwrap_or_default();
+    let server: Counters = counters(&pool, &table).await.delta(&server_before);
+    pool.close().await;
+    let still_held = locks.held();
+    for g in guards {
+        g.forget();
+    }
+    Ok(Held {
+        leases,
+        acquire_s,
+        renew_interval_s: renew_interval.as_secs_f64(),
+        window_s,
+        intervals: window_s / renew_interval.as_secs_f64(),
+        batches: counts.batches,
+        renewed: counts.renewed,
+        applies: counts.applies,
+        statements_per_batch: statements_per_batch(target.engine, leases),
+        slowest_batch_ms: counting
+            .slowest_batch_us
+            .load(std::sync::atomic::Ordering::SeqCst) as f64
+            / 1e3,
+        server: server.values,
+        cpu_s: cpu.map_or(0.0, |c| c.as_secs_f64()),
+        rss_kb: rss,
+        peak_rss_kb: peak,
+        still_held,
+    })
+}
+
+/// What many candidates on one name cost.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Crowd {
+    pub candidates: usize,
+    pub ttl_s: f64,
+    pub window_s: f64,
+    /// `apply` calls (one transaction each) per second, as counted in the process.
+    pub calls_per_s: f64,
+    /// Server-side deltas per second.
+    pub server_per_s: Vec<(String, f64)>,
+    pub leader_found: bool,
+}
+
+/// `candidates` electors on one name in this process, watched for `window` once one leads.
+pub async fn crowd(
+    target: &Target,
+    candidates: usize,
+    ttl: Duration,
+    window: Duration,
+) -> Result<Crowd, String> {
+    let (store, counting) = counting_store(target).await?;
+    let timing = Timing::from_ttl(ttl).map_err(|e| e.to_string())?;
+    let name = "crowd";
+    let mut electors = Vec::new();
+    for i in 0..candidates {
+        let e = Elector::builder(store.clone(), name)
+            .candidate(format!("crowd-{i}"))
+            .timing(timing)
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        electors.push(e);
+    }
+    let until = Instant::now() + ttl * 3 + Duration::from_secs(5);
+    let mut leader_found = false;
+    while Instant::now() < until {
+        if electors.iter().any(|e| e.role().borrow().is_leader()) {
+            leader_found = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Past the start-up burst: every follower has seen the leader at least once.
+    tokio::time::sleep(timing.renew_interval() * 2).await;
+    let pool = target.raw_pool(1).await.map_err(|e| e.to_string())?;
+    let table = target.lease_table();
+    let server_before = counters(&pool, &table).await;
+    let before = counting.counts();
+    let opened = Instant::now();
+    tokio::time::sleep(window).await;
+    let window_s = opened.elapsed().as_secs_f64();
+    let counts = counting.counts().since(before);
+    let server = counters(&pool, &table).await.delta(&server_before);
+    pool.close().await;
+    for e in electors {
+        e.shutdown().await;
+    }
+    Ok(Crowd {
+        candidates,
+        ttl_s: ttl.as_secs_f64(),
+        window_s,
+        calls_per_s: counts.applies as f64 / window_s,
+        server_per_s: server
+            .values
+            .into_iter()
+            .map(|(k, v)| (k, v as f64 / window_s))
+            .collect(),
+        leader_found,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statements_per_batch_follow_the_chunks() {
+        assert_eq!(statements_per_batch(Engine::Postgres, 10_000), 5);
+        assert_eq!(statements_per_batch(Engine::MySql, 10_000), 7);
+        assert_eq!(statements_per_batch(Engine::Sqlite, 1), 4);
+        let held = Held {
+            batches: 6,
+            statements_per_batch: 5,
+            intervals: 3.0,
+            ..Held::default()
+        };
+        assert_eq!(held.statements_per_interval(), 10.0);
+    }
+}
