@@ -8,7 +8,6 @@
 
 mod bench;
 mod child;
-mod counting;
 mod db;
 mod etcd;
 mod failover;

@@ -4,12 +4,12 @@
 //! The many-locks holder is a process of its own (`tenure-bench hold-leases`, answering one
 //! JSON line), so that its CPU time and RSS are the holder's alone.
 
-use crate::counting::{Counting, Counts};
 use crate::db::{counters, Counters, Engine, Target};
 use crate::procs::{own_cpu, rss_kb};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
+use tenure::backend::{CountingBackend as Counting, Counts};
 use tenure::{Elector, LockOptions, Locks, Store, StoreOptions, Timing};
 use tokio::time::Instant;
 
@@ -110,9 +110,7 @@ pub async fn hold_leases(
     tokio::time::sleep(settle).await;
     let server_before = counters(&pool, &table).await;
     let (count_before, cpu_before) = (counting.counts(), own_cpu());
-    counting
-        .slowest_batch_us
-        .store(0, std::sync::atomic::Ordering::SeqCst);
+    counting.take_slowest_batch();
     let window = renew_interval * intervals;
     let opened = Instant::now();
     tokio::time::sleep(window).await;
@@ -136,10 +134,7 @@ pub async fn hold_leases(
         renewed: counts.renewed,
         applies: counts.applies,
         statements_per_batch: statements_per_batch(target.engine, leases),
-        slowest_batch_ms: counting
-            .slowest_batch_us
-            .load(std::sync::atomic::Ordering::SeqCst) as f64
-            / 1e3,
+        slowest_batch_ms: counting.take_slowest_batch().as_secs_f64() * 1e3,
         server: server.values,
         cpu_s: cpu.map_or(0.0, |c| c.as_secs_f64()),
         rss_kb: rss,

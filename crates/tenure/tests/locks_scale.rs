@@ -3,9 +3,9 @@
 
 mod common;
 
-use common::counting::Counting;
 use std::sync::Arc;
 use std::time::Duration;
+use tenure::backend::CountingBackend;
 use tenure::{BackendKind, LockOptions, Locks, Store, StoreOptions};
 use tokio::time::Instant;
 
@@ -36,7 +36,7 @@ async fn ten_thousand_locks(kind: BackendKind) {
     let Some(store) = common::connect(kind, &url, options).await else {
         return;
     };
-    let counting = Arc::new(Counting::new(store.backend().clone()));
+    let counting = Arc::new(CountingBackend::new(store.backend().clone()));
     let store = Store::from_backend(counting.clone(), Duration::from_secs(20));
     let locks = Locks::with_holder(store.clone(), "scale").unwrap();
     let options = LockOptions::default().at_most(TTL);
@@ -75,10 +75,11 @@ async fn ten_thousand_locks(kind: BackendKind) {
     );
 
     // Watch three renew intervals.
-    let (applies, batches) = (counting.applies(), counting.batches());
+    let before = counting.counts();
     let window_start = store.list().await.unwrap().now;
     tokio::time::sleep(TTL / 4 * 3 + Duration::from_millis(500)).await;
-    let (applies, batches) = (counting.applies() - applies, counting.batches() - batches);
+    let spent = counting.counts().since(before);
+    let (applies, batches) = (spent.applies, spent.batches);
     eprintln!(
         "{kind}: {batches} keep-alive calls and {applies} single-lock calls in 3.5 renew intervals for {LOCKS} locks"
     );

@@ -1,22 +1,20 @@
 //! The router driven in process: with `oneshot` (no socket) for the API's answers, and on a real
 //! loopback socket for the thousand waiting clients, whose database reads are counted by a
-//! [`Counting`] backend around the real one.
+//! [`CountingBackend`] around the real one.
 //!
 //! SQLite always; PostgreSQL and MariaDB where `TENURE_TEST_POSTGRES_URL` /
 //! `TENURE_TEST_MYSQL_URL` (default the local servers) answer, with a fresh table prefix per
 //! test. An unreachable server prints `SKIPPED: …`, or fails under `CI=true`.
 
 use super::*;
-use async_trait::async_trait;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
-use tenure::backend::{Applied, Backend, BackendKind, HistoryEntry, RedactedUrl, Snapshot};
+use tenure::backend::{Applied, Backend, BackendKind, CountingBackend};
 use tenure::{Op, StoreOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::broadcast;
 use tower::ServiceExt;
 
 // === test databases ===
@@ -26,7 +24,10 @@ struct TestDb {
     kind: BackendKind,
     url: String,
     prefix: String,
-    counting: Arc<Counting>,
+    /// The real backend, for setup and checks that must not be counted.
+    inner: Arc<dyn Backend>,
+    /// The real backend, with every call counted: what the router is given.
+    counting: Arc<CountingBackend>,
     _dir: tempfile::TempDir,
 }
 
@@ -72,10 +73,8 @@ impl TestDb {
             kind,
             url,
             prefix,
-            counting: Arc::new(Counting {
-                inner,
-                reads: AtomicU64::new(0),
-            }),
+            counting: Arc::new(CountingBackend::new(inner.clone())),
+            inner,
             _dir: dir,
         })
     }
@@ -92,19 +91,11 @@ impl TestDb {
             ttl_ms,
             metadata: None,
         };
-        self.counting
-            .inner
-            .apply(name, &op, who)
-            .await
-            .expect("campaign")
+        self.inner.apply(name, &op, who).await.expect("campaign")
     }
 
     async fn apply(&self, name: &str, op: Op) -> Applied {
-        self.counting
-            .inner
-            .apply(name, &op, "test")
-            .await
-            .expect("apply")
+        self.inner.apply(name, &op, "test").await.expect("apply")
     }
 
     async fn drop_tables(&self) {
@@ -128,75 +119,6 @@ impl TestDb {
             }
             _ => {}
         }
-    }
-}
-
-/// The real backend, with every read (`get`, `list`, `history`) counted.
-#[derive(Debug)]
-struct Counting {
-    inner: Arc<dyn Backend>,
-    reads: AtomicU64,
-}
-
-impl Counting {
-    fn reads(&self) -> u64 {
-        self.reads.load(Ordering::SeqCst)
-    }
-}
-
-#[async_trait]
-impl Backend for Counting {
-    fn kind(&self) -> BackendKind {
-        self.inner.kind()
-    }
-    fn url(&self) -> &RedactedUrl {
-        self.inner.url()
-    }
-    async fn apply(&self, name: &str, op: &Op, actor: &str) -> tenure::Result<Applied> {
-        self.inner.apply(name, op, actor).await
-    }
-    async fn renew_many(
-        &self,
-        holder: &str,
-        leases: &[(String, u64)],
-    ) -> tenure::Result<tenure::Renewed> {
-        self.inner.renew_many(holder, leases).await
-    }
-    async fn last_tick(&self, name: &str) -> tenure::Result<(Option<i64>, tenure::DbTime)> {
-        self.inner.last_tick(name).await
-    }
-    async fn complete_tick(
-        &self,
-        name: &str,
-        holder: &str,
-        term: u64,
-        tick_ms: i64,
-    ) -> tenure::Result<bool> {
-        self.inner.complete_tick(name, holder, term, tick_ms).await
-    }
-    async fn get(&self, name: &str) -> tenure::Result<Snapshot> {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.get(name).await
-    }
-    async fn list(&self) -> tenure::Result<Snapshot> {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.list().await
-    }
-    async fn history(&self, name: &str, limit: u32) -> tenure::Result<Vec<HistoryEntry>> {
-        self.reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.history(name, limit).await
-    }
-    async fn migrate(&self) -> tenure::Result<()> {
-        self.inner.migrate().await
-    }
-    async fn check_schema(&self) -> tenure::Result<()> {
-        self.inner.check_schema().await
-    }
-    fn schema_sql(&self) -> String {
-        self.inner.schema_sql()
-    }
-    fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
-        self.inner.subscribe()
     }
 }
 
@@ -606,13 +528,7 @@ async fn admin_calls_need_the_token_and_are_recorded(db: &TestDb) {
     .await;
     assert_error(&unknown, StatusCode::NOT_FOUND, "\"ghost\"");
     assert!(
-        db.counting
-            .inner
-            .get("ghost")
-            .await
-            .unwrap()
-            .leases
-            .is_empty(),
+        db.inner.get("ghost").await.unwrap().leases.is_empty(),
         "ghost was created"
     );
 
@@ -849,10 +765,10 @@ async fn thousand_waiting_clients_share_the_reads(db: &TestDb) {
     }
 
     // All wait; the database is read once per poll interval, not once per client.
-    let reads_before = db.counting.reads();
+    let reads_before = db.counting.counts().reads;
     let window = Duration::from_secs(2);
     tokio::time::sleep(window).await;
-    let reads = db.counting.reads() - reads_before;
+    let reads = db.counting.counts().reads - reads_before;
     assert_eq!(watcher.waiting(), CLIENTS);
     assert!(
         clients.iter().all(|c| !c.is_finished()),
@@ -880,7 +796,7 @@ async fn thousand_waiting_clients_share_the_reads(db: &TestDb) {
         assert_eq!(body["lease"]["holder"], Value::Null);
         latest = latest.max(answered.duration_since(changed_at));
     }
-    let reads = db.counting.reads() - reads_before;
+    let reads = db.counting.counts().reads - reads_before;
     eprintln!(
         "{}: all {CLIENTS} answered within {latest:?} of the change; {reads} reads in all",
         db.kind
@@ -951,7 +867,7 @@ async fn postgres_notifications_wake_the_watcher() {
     while watcher.waiting() == 0 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let reads = db.counting.reads();
+    let reads = db.counting.counts().reads;
     let changed = Instant::now();
     db.apply("alpha", Op::Demote { immediate: true }).await;
     let (moved, answered) = waiting.await.unwrap();
@@ -960,7 +876,7 @@ async fn postgres_notifications_wake_the_watcher() {
     assert_eq!(moved.body["lease"]["holder"], Value::Null);
     assert!(took < Duration::from_secs(3), "answered after {took:?}");
     assert_eq!(
-        db.counting.reads() - reads,
+        db.counting.counts().reads - reads,
         1,
         "one read, woken by the notification"
     );

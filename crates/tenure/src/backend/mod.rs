@@ -19,10 +19,12 @@ pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
+mod counting;
 mod options;
 mod sql;
 mod url;
 
+pub use counting::{CountingBackend, Counts};
 pub use options::StoreOptions;
 pub use url::RedactedUrl;
 

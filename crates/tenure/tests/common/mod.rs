@@ -2,7 +2,6 @@
 //! server is not reachable.
 #![allow(dead_code)]
 
-pub mod counting;
 pub mod memory;
 
 use rand::distributions::{Alphanumeric, DistString};
