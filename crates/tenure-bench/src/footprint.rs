@@ -64,7 +64,9 @@ pub async fn measure(
         let from = mono_ns();
         let proc = Proc::spawn(c, &log).map_err(|e| e.to_string())?;
         let started = stamps
-            .wait_for(Instant::now() + Duration::from_secs(15), |s| s.is_start())
+            .wait_for(Instant::now() + Duration::from_secs(15), |s| {
+                s.is_start() && s.mono_ns > from
+            })
             .await;
         let Some(started) = started else {
             eprintln!("  footprint {label} trial {trial}: the child did not start within 15 s");

@@ -124,6 +124,8 @@ pub struct Stamps {
     partial: String,
     /// Every stamp read so far, in file order.
     pub seen: Vec<Stamp>,
+    /// `seen` up to here has been looked at by `wait_for`: just past its last match.
+    cursor: usize,
 }
 
 impl Stamps {
@@ -133,6 +135,7 @@ impl Stamps {
             offset: 0,
             partial: String::new(),
             seen: Vec::new(),
+            cursor: 0,
         }
     }
 
@@ -161,19 +164,23 @@ impl Stamps {
         }
     }
 
-    /// Waits until a stamp read after the ones already seen matches `pred`, or `until`.
+    /// Waits until a stamp after the last one `wait_for` returned matches `pred`, or `until`.
+    ///
+    /// Stamps read together with an earlier match are looked at too: a handover's stop and the
+    /// next start can arrive in one read (etcd's come 5 ms apart), and skipping them lost the
+    /// start.
     pub async fn wait_for(
         &mut self,
         until: Instant,
         pred: impl Fn(&Stamp) -> bool,
     ) -> Option<Stamp> {
-        let mut from = self.seen.len();
         loop {
             self.poll();
-            if let Some(s) = self.seen[from..].iter().find(|s| pred(s)) {
-                return Some(s.clone());
+            if let Some(i) = self.seen[self.cursor..].iter().position(&pred) {
+                self.cursor += i + 1;
+                return Some(self.seen[self.cursor - 1].clone());
             }
-            from = self.seen.len();
+            self.cursor = self.seen.len();
             if Instant::now() >= until {
                 return None;
             }
