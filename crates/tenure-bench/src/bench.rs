@@ -660,7 +660,7 @@ async fn scale_rows(plan: &Plan, target: &Target) -> Result<(Vec<Row>, Vec<Strin
     let notes = vec![format!(
         "Scale ({key}): the {n} locks have at_most 10 s (renewed every 2.5 s), watched for {} \
          renew intervals in their own process; the {} candidates use ttl {:?}. Statements per \
-         interval are the library's calls (counted by a wrapper of `tenure::Backend`) times the \
+         interval are the library's calls (counted by `tenure::backend::CountingBackend`) times the \
          statements of one batch; {}",
         plan.scale_intervals,
         crowd.candidates,
