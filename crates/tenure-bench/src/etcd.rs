@@ -47,7 +47,13 @@ impl Etcd {
             .arg("--log-level")
             .arg("warn");
         let proc = Proc::spawn(cmd, log)
-            .map_err(|e| format!("cannot start {}: {e}", etcd_bin.display()))?;
+            .map_err(|e| {
+                format!(
+                    "cannot start {}: {e} (install etcd 3.4 with `apt-get install etcd-server \
+                     etcd-client`, pass --etcd-bin, or run only --only scale,footprint, which need no etcd)",
+                    etcd_bin.display()
+                )
+            })?;
         let mut etcd = Etcd {
             proc: Some(proc),
             _data: data,

@@ -123,22 +123,7 @@ impl Raw {
     /// Takes `name` for `me`: the new term, or `None` if held.
     pub async fn take(&self, name: &str, me: &str) -> Result<Option<i64>, sqlx::Error> {
         match &self.pool {
-            Pool::Pg(p) => {
-                let row = sqlx::query(&self.take)
-                    .bind(me)
-                    .bind(name)
-                    .fetch_optional(p)
-                    .await?;
-                row.map(|r| r.try_get::<i64, _>("term")).transpose()
-            }
-            Pool::Lite(p) => {
-                let row = sqlx::query(&self.take)
-                    .bind(me)
-                    .bind(name)
-                    .fetch_optional(p)
-                    .await?;
-                row.map(|r| r.try_get::<i64, _>("term")).transpose()
-            }
+            // No `RETURNING` on MySQL: the statement hands the term over as LAST_INSERT_ID.
             Pool::My(p) => {
                 let done = sqlx::query(&self.take)
                     .bind(me)
@@ -147,6 +132,14 @@ impl Raw {
                     .await?;
                 Ok((done.rows_affected() == 1).then_some(done.last_insert_id() as i64))
             }
+            pool => crate::db::with_pool!(pool, p => {
+                let row = sqlx::query(&self.take)
+                    .bind(me)
+                    .bind(name)
+                    .fetch_optional(p)
+                    .await?;
+                row.map(|r| r.try_get::<i64, _>("term")).transpose()
+            }),
         }
     }
 

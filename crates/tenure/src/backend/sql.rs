@@ -68,12 +68,17 @@ pub(crate) struct Statements {
 /// beyond the retention.
 pub(crate) const PRUNE_EVERY_TERMS: u64 = 64;
 
+/// Whether a tenure with this term, once acquired, prunes its name's old history.
+pub(crate) fn acquisition_prunes(term: u64) -> bool {
+    term % PRUNE_EVERY_TERMS == 0
+}
+
 /// Whether writing `event` also prunes its name's old history.
 pub(crate) fn prunes_history(event: &crate::model::Event) -> bool {
     use crate::model::EventKind;
     match event.kind {
         EventKind::Released => false,
-        EventKind::Acquired | EventKind::TakenOverExpired => event.term % PRUNE_EVERY_TERMS == 0,
+        EventKind::Acquired | EventKind::TakenOverExpired => acquisition_prunes(event.term),
         EventKind::Demoted
         | EventKind::HandedOver
         | EventKind::Forced

@@ -73,7 +73,7 @@ pub(crate) fn dialect() -> Dialect {
 pub struct PostgresBackend {
     pool: PgPool,
     stmts: Statements,
-    one: one_statement::OneStatement,
+    cycle: one_statement::CycleStatements,
     url: RedactedUrl,
     retention_us: Option<i64>,
     begin: &'static str,
@@ -136,7 +136,7 @@ impl PostgresBackend {
         Ok(PostgresBackend {
             pool,
             stmts: Statements::new(&options.table_prefix, &dialect()),
-            one: one_statement::OneStatement::new(&options.table_prefix, &dialect()),
+            cycle: one_statement::CycleStatements::new(&options.table_prefix, &dialect()),
             url: redacted,
             retention_us: options.retention_us(),
             begin: "BEGIN",
@@ -225,7 +225,7 @@ impl super::sql::OneStatement for PostgresBackend {
                 candidate,
                 ttl_ms,
                 metadata,
-            } => sqlx::query(&self.one.acquire)
+            } => sqlx::query(&self.cycle.acquire)
                 .bind(name)
                 .bind(candidate)
                 .bind(*ttl_ms as i64)
@@ -235,7 +235,7 @@ impl super::sql::OneStatement for PostgresBackend {
                 candidate,
                 term,
                 at_least_ms,
-            } => sqlx::query(&self.one.release)
+            } => sqlx::query(&self.cycle.release)
                 .bind(name)
                 .bind(candidate)
                 .bind(*term as i64)
@@ -253,13 +253,19 @@ impl super::sql::OneStatement for PostgresBackend {
         let wrote: bool = row.try_get("wrote")?;
         let now = crate::model::DbTime(row.try_get("now_us")?);
         let lease = self.lease_from(&row)?;
-        if one_statement::prune_due(op, wrote, lease.term) {
-            if let Some(keep) = self.retention_us {
-                sqlx::query(&self.stmts.prune_history)
-                    .bind(name)
-                    .bind(now.0.saturating_sub(keep))
-                    .execute(&self.pool)
-                    .await?;
+        if let Some(keep) = self
+            .retention_us
+            .filter(|_| one_statement::prune_due(op, wrote, lease.term))
+        {
+            // The acquisition has committed: a failed prune must not make it look failed (the
+            // caller would give up a tenure it holds). The next due prune deletes the rows.
+            let pruned = sqlx::query(&self.stmts.prune_history)
+                .bind(name)
+                .bind(now.0.saturating_sub(keep))
+                .execute(&self.pool)
+                .await;
+            if let Err(e) = pruned {
+                tracing::warn!(name, error = %e, "pruning old history failed; kept for now");
             }
         }
         Ok(match one_statement::outcome(op, wrote, now, lease, name) {

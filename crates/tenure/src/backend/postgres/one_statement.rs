@@ -16,11 +16,11 @@
 //! a handover, a new name) the full transaction decides instead. The model-based test runs
 //! every operation through this path.
 
-use crate::backend::sql::{lease_columns, Dialect, PRUNE_EVERY_TERMS};
+use crate::backend::sql::{acquisition_prunes, lease_columns, Dialect};
 use crate::model::{decide, DbTime, Effect, Lease, Op};
 
 /// The two statements, with the table prefix filled in.
-pub(super) struct OneStatement {
+pub(super) struct CycleStatements {
     /// Parameters: name, candidate, ttl_ms, metadata, actor.
     pub acquire: String,
     /// Parameters: name, candidate, term, at_least_ms, actor.
@@ -35,8 +35,8 @@ pub(super) enum Outcome {
     Fallback,
 }
 
-impl OneStatement {
-    pub fn new(prefix: &str, d: &Dialect) -> OneStatement {
+impl CycleStatements {
+    pub fn new(prefix: &str, d: &Dialect) -> CycleStatements {
         let lease = format!("{prefix}lease");
         let history = format!("{prefix}history");
         let a_cols = lease_columns(d, "a.");
@@ -86,7 +86,7 @@ impl OneStatement {
             at_least = ms("$4"),
             event = event("released"),
         );
-        OneStatement { acquire, release }
+        CycleStatements { acquire, release }
     }
 }
 
@@ -118,5 +118,5 @@ pub(super) fn outcome(op: &Op, wrote: bool, now: DbTime, lease: Lease, name: &st
 
 /// Whether an acquisition by this path is due to prune its name's old history.
 pub(super) fn prune_due(op: &Op, wrote: bool, term: u64) -> bool {
-    wrote && matches!(op, Op::Campaign { .. }) && term % PRUNE_EVERY_TERMS == 0
+    wrote && matches!(op, Op::Campaign { .. }) && acquisition_prunes(term)
 }
