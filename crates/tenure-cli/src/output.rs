@@ -78,7 +78,7 @@ impl LeaseJson {
             since: time(lease.acquired_at),
             expires_at: time(lease.expires_at),
             paused: lease.paused,
-            handover_to: lease.handover_to.clone(),
+            handover_to: lease.handover_target().map(str::to_string),
             metadata: lease.metadata.clone(),
         }
     }

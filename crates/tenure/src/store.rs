@@ -115,9 +115,9 @@ impl Store {
                     validate::metadata(m)?;
                 }
             }
-            Op::Release { candidate, .. } | Op::Renew { candidate, .. } => {
-                validate::candidate(candidate)?
-            }
+            Op::Release { candidate, .. }
+            | Op::Renew { candidate, .. }
+            | Op::Succeed { candidate, .. } => validate::candidate(candidate)?,
             Op::Handover { to, .. } => validate::candidate(to)?,
             Op::Demote { .. } | Op::Pause | Op::Resume => {}
         }
@@ -137,10 +137,27 @@ impl Store {
         term: u64,
         at_least: Duration,
     ) -> Result<Applied> {
+        self.release_because(name, candidate, term, at_least, None)
+            .await
+    }
+
+    /// As [`release`](Store::release), with `reason` as the history event's detail.
+    ///
+    /// # Errors
+    /// As [`apply`](Store::apply).
+    pub async fn release_because(
+        &self,
+        name: &str,
+        candidate: &str,
+        term: u64,
+        at_least: Duration,
+        reason: Option<&str>,
+    ) -> Result<Applied> {
         let op = Op::Release {
             candidate: candidate.to_string(),
             term,
             at_least_ms: duration_ms(at_least),
+            reason: reason.map(str::to_string),
         };
         self.apply(name, &op, candidate).await
     }

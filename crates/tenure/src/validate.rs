@@ -25,10 +25,16 @@ fn check_id(what: &'static str, value: &str) -> Result<()> {
     if value.chars().any(char::is_control) {
         return Err(invalid(what, value, "must not contain control characters"));
     }
+    // MySQL/MariaDB compare with PAD SPACE: `job` and `job ` would be one row there.
+    if value.ends_with(' ') {
+        return Err(invalid(what, value, "must not end with a space"));
+    }
     Ok(())
 }
 
-/// Checks an election or lock name: 1..=191 bytes of UTF-8, no control characters.
+/// Checks an election or lock name: 1..=191 bytes of UTF-8, no control characters, no
+/// trailing space (MySQL/MariaDB's PAD SPACE collations would equate `job` and `job `; refusing
+/// it keeps names compared byte for byte on every backend).
 ///
 /// # Errors
 /// [`Error::Invalid`] naming the value and the rule.
@@ -36,7 +42,7 @@ pub fn name(value: &str) -> Result<()> {
     check_id("name", value)
 }
 
-/// Checks a candidate id: 1..=191 bytes of UTF-8, no control characters.
+/// Checks a candidate id: 1..=191 bytes of UTF-8, no control characters, no trailing space.
 ///
 /// # Errors
 /// [`Error::Invalid`] naming the value and the rule.

@@ -15,6 +15,7 @@ async fn prunes_at_every_64th_tenure(kind: BackendKind) {
     let name = common::unique("retention");
     let campaign = Op::Campaign {
         candidate: "a".into(),
+        term: None,
         ttl_ms: 60_000,
         metadata: None,
     };

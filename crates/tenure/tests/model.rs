@@ -37,6 +37,8 @@ enum Step {
         candidate: &'static str,
         ttl_ms: u64,
         metadata: Option<&'static str>,
+        /// The term it names, relative to the row's: none (a new tenure wanted), -1 or 0.
+        names: Option<i64>,
     },
     Release {
         candidate: &'static str,
@@ -59,6 +61,13 @@ enum Step {
         candidate: &'static str,
         term_delta: i64,
     },
+    /// A holder ending its tenure and beginning the next at once (election-mode relock), with
+    /// a term relative to the row's.
+    Succeed {
+        candidate: &'static str,
+        ttl_ms: u64,
+        term_delta: i64,
+    },
     /// Let the database's clock run for this many milliseconds.
     Sleep(u64),
 }
@@ -70,11 +79,13 @@ fn step() -> impl Strategy<Value = Step> {
             candidate(),
             prop::sample::select(TTLS.to_vec()),
             prop::option::of(prop::sample::select(METADATA.to_vec())),
+            prop::sample::select(vec![None, Some(0i64), Some(0), Some(-1)]),
         )
-            .prop_map(|(candidate, ttl_ms, metadata)| Step::Campaign {
+            .prop_map(|(candidate, ttl_ms, metadata, names)| Step::Campaign {
                 candidate,
                 ttl_ms,
                 metadata,
+                names,
             }),
         2 => (
             candidate(),
@@ -93,6 +104,16 @@ fn step() -> impl Strategy<Value = Step> {
         1 => Just(Step::Resume),
         2 => (candidate(), prop::sample::select(vec![-1i64, 0, 0, 0]))
             .prop_map(|(candidate, term_delta)| Step::Renew { candidate, term_delta }),
+        1 => (
+            candidate(),
+            prop::sample::select(TTLS.to_vec()),
+            prop::sample::select(vec![-1i64, 0, 0]),
+        )
+            .prop_map(|(candidate, ttl_ms, term_delta)| Step::Succeed {
+                candidate,
+                ttl_ms,
+                term_delta,
+            }),
         1 => (0u64..80).prop_map(Step::Sleep),
     ]
 }
@@ -109,8 +130,10 @@ fn op_for(step: &Step, copy: Option<&Lease>) -> Option<Op> {
             candidate,
             ttl_ms,
             metadata,
+            names,
         } => Op::Campaign {
             candidate: candidate.to_string(),
+            term: names.map(|delta| term.saturating_add_signed(delta)),
             ttl_ms,
             metadata: metadata.map(str::to_string),
         },
@@ -122,6 +145,7 @@ fn op_for(step: &Step, copy: Option<&Lease>) -> Option<Op> {
             candidate: candidate.to_string(),
             term: term.saturating_add_signed(term_delta),
             at_least_ms,
+            reason: None,
         },
         Step::Demote { immediate } => Op::Demote { immediate },
         Step::Handover { to, immediate } => Op::Handover {
@@ -136,6 +160,15 @@ fn op_for(step: &Step, copy: Option<&Lease>) -> Option<Op> {
         } => Op::Renew {
             candidate: candidate.to_string(),
             term: term.saturating_add_signed(term_delta),
+        },
+        Step::Succeed {
+            candidate,
+            ttl_ms,
+            term_delta,
+        } => Op::Succeed {
+            candidate: candidate.to_string(),
+            term: term.saturating_add_signed(term_delta),
+            ttl_ms,
         },
         Step::Sleep(_) => return None,
     })

@@ -22,6 +22,7 @@ async fn a_connection_left_inside_a_transaction_is_replaced_not_reused() {
     let store = Store::from_backend(backend.clone(), Duration::from_secs(5));
     let campaign = |who: &str| Op::Campaign {
         candidate: who.to_string(),
+        term: None,
         ttl_ms: 60_000,
         metadata: None,
     };

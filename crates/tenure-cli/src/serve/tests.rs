@@ -88,6 +88,7 @@ impl TestDb {
     async fn campaign(&self, name: &str, who: &str, ttl_ms: u64) -> Applied {
         let op = Op::Campaign {
             candidate: who.into(),
+            term: None,
             ttl_ms,
             metadata: None,
         };

@@ -48,7 +48,7 @@ impl Key {
             holder: lease.live_holder(snapshot.now).map(str::to_string),
             term: lease.term,
             paused: lease.paused,
-            handover_to: lease.handover_to.clone(),
+            handover_to: lease.handover_target().map(str::to_string),
             metadata: lease.metadata.clone(),
         }
     }

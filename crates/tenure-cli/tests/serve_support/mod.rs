@@ -106,6 +106,7 @@ impl Db {
     pub async fn campaign(&self, name: &str, who: &str, ttl_ms: u64) -> tenure::Applied {
         let op = Op::Campaign {
             candidate: who.into(),
+            term: None,
             ttl_ms,
             metadata: None,
         };

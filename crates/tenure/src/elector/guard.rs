@@ -1,9 +1,10 @@
 //! [`LeaderGuard`]: proof of one tenure, with its fencing term and a signal for its end.
 
 use super::Command;
+use crate::belief::View;
 use crate::error::{Error, Result};
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -13,17 +14,21 @@ use tokio_util::sync::CancellationToken;
 /// Clones share the same signal. Hold a clone for as long as leader-only work runs: when the
 /// elector must step down (a pause, a handover), it signals [`lost`](LeaderGuard::lost) and
 /// releases the lease only once every clone has been dropped (or at the local deadline at the
-/// latest), so that nobody else can start while that work still runs. Dropping a guard does not
-/// release the lease by itself; use [`release`](LeaderGuard::release) or
-/// [`Elector::shutdown`](super::Elector::shutdown).
+/// latest), so that nobody else can start while that work still runs. The same holds for
+/// [`release`](LeaderGuard::release), [`Elector::pause`](super::Elector::pause) and
+/// [`Elector::shutdown`](super::Elector::shutdown). Dropping a guard does not release the lease
+/// by itself.
+///
+/// Every guard has a term of its own: the elector never hands a term to a second guard, not
+/// after a release that failed, a pause, a step-down or a restart with the same candidate id.
+/// Once [`is_lost`](LeaderGuard::is_lost) is true it stays true.
 #[derive(Clone, Debug)]
 pub struct LeaderGuard {
     pub(super) name: String,
     pub(super) candidate: String,
     pub(super) term: u64,
     pub(super) acquired: Instant,
-    pub(super) lost: CancellationToken,
-    pub(super) deadline: watch::Receiver<Instant>,
+    pub(super) belief: View,
     /// Weak, so that outstanding guards do not keep a dropped elector's loop alive.
     pub(super) commands: mpsc::WeakSender<Command>,
     /// Dropped with the last clone: tells the elector that this tenure's work has stopped, so
@@ -55,7 +60,7 @@ impl LeaderGuard {
     /// The local deadline: the latest instant this tenure can last without another renewal.
     /// Renewals move it; it never lies after the database's expiry.
     pub fn deadline(&self) -> Instant {
-        *self.deadline.borrow()
+        self.belief.deadline()
     }
 
     /// Completes when this tenure ends: the local deadline passed without a renewal, the
@@ -67,7 +72,7 @@ impl LeaderGuard {
     /// # Cancel safety
     /// Cancel safe: it only waits.
     pub async fn lost(&self) {
-        crate::belief::ended(&self.lost, &self.deadline).await
+        self.belief.ended().await
     }
 
     /// A token cancelled when this tenure ends, for passing to leader-only tasks.
@@ -76,23 +81,27 @@ impl LeaderGuard {
     /// late, so a task that must not act after the deadline checks [`is_lost`](Self::is_lost)
     /// (which reads the clock) before each step.
     pub fn lost_token(&self) -> CancellationToken {
-        self.lost.clone()
+        self.belief.token()
     }
 
     /// Whether this tenure has already ended: the elector said so, or the local deadline has
     /// passed. The clock is read here, so the answer is right even when the elector's task
     /// has not run yet (after a process pause, say): check this before each leader-only step.
     pub fn is_lost(&self) -> bool {
-        crate::belief::has_ended(&self.lost, &self.deadline)
+        self.belief.has_ended()
     }
 
     /// Ends this tenure now and releases the lease in the database, so that a follower can take
-    /// over at once. The elector then waits [`Timing::release_hold_off`] (renew interval plus
+    /// over at once. The release waits until every other clone of this guard has been dropped
+    /// (their [`lost`](LeaderGuard::lost) fires at once), or until the local deadline at the
+    /// latest. The elector then waits [`Timing::release_hold_off`] (renew interval plus
     /// database timeout) before it campaigns again, so that a polling follower takes over
-    /// first.
+    /// first. If the release fails, the term stays this elector's *stale* term: it is released
+    /// again before the elector campaigns, and never handed to a new guard.
+    ///
+    /// Releasing a tenure that already ended does nothing.
     ///
     /// [`Timing::release_hold_off`]: crate::Timing::release_hold_off
-    /// Releasing a tenure that already ended does nothing.
     ///
     /// # Errors
     /// [`Error::Shutdown`] if the elector has stopped; database errors of the release (the
@@ -101,11 +110,28 @@ impl LeaderGuard {
     /// # Cancel safety
     /// If cancelled after the request was sent the release still happens.
     pub async fn release(self) -> Result<()> {
+        self.release_inner(None).await
+    }
+
+    /// As [`release`](LeaderGuard::release), with `reason` recorded as the detail of the
+    /// history's `released` event (e.g. "health check failed 3 times").
+    ///
+    /// # Errors
+    /// As [`release`](LeaderGuard::release).
+    pub async fn release_because(self, reason: impl Into<String>) -> Result<()> {
+        self.release_inner(Some(reason.into())).await
+    }
+
+    async fn release_inner(self, reason: Option<String>) -> Result<()> {
         let (reply, done) = oneshot::channel();
         let commands = self.commands.upgrade().ok_or(Error::Shutdown)?;
+        let term = self.term;
+        // This clone must not hold up the release it asks for.
+        drop(self);
         commands
             .send(Command::Release {
-                term: self.term,
+                term,
+                reason,
                 reply,
             })
             .await

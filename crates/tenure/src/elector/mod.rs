@@ -8,9 +8,18 @@
 //! - An answer that arrives after its own deadline is not believed.
 //! - A follower that sees a live holder with `r` left tries again at `r` + jitter, and at least
 //!   every `renew_interval`; on PostgreSQL a NOTIFY wakes it at once.
+//! - Only a campaign that names the term this elector holds renews it; a campaign that names
+//!   none (a new tenure wanted) finds a live lease held, whoever its holder id is. So two
+//!   electors with one candidate id never both lead, and a restart with the id of a crashed
+//!   incarnation waits for the old lease to expire and then takes the next term.
 //! - A tenure that ended locally is never resumed: if the database still names this candidate
-//!   with that term, the elector releases it and acquires a new term, so every
-//!   [`LeaderGuard`] has a term of its own.
+//!   with that term (a release failed, a deadline passed), the elector releases it before it
+//!   campaigns again, so every [`LeaderGuard`] has a term of its own.
+//! - Releases wait for the tenure's work: the lease is released only once every clone of its
+//!   guard has been dropped, or at its local deadline at the latest.
+//! - After a demote (or a handover to another candidate) the elector holds off until the
+//!   lease's lock-delay has run out plus [`Timing::release_hold_off`], so that another live
+//!   candidate takes the lead; alone, it leads again after that.
 //!
 //! # Metrics
 //! Through the [`metrics`](https://docs.rs/metrics) facade (no-ops unless the application
@@ -63,6 +72,7 @@ impl Role {
 pub(crate) enum Command {
     Release {
         term: u64,
+        reason: Option<String>,
         reply: oneshot::Sender<Result<()>>,
     },
     Pause,
@@ -129,7 +139,7 @@ impl ElectorBuilder {
             commands: command_rx,
             command_tx: commands.downgrade(),
             tenure: None,
-            stale_term: None,
+            ledger: Default::default(),
             paused: false,
             not_before: Instant::now(),
         };
@@ -205,7 +215,8 @@ impl Elector {
         }
     }
 
-    /// Stops campaigning on this node (seed 001's pause): a leader releases at once, a follower
+    /// Stops campaigning on this node (seed 001's pause): a leader ends its tenure at once and
+    /// releases once every guard clone is dropped (at the deadline at the latest), a follower
     /// stops trying. Other nodes are not affected; see [`Store::pause`] for a cluster-wide
     /// pause.
     pub async fn pause(&self) -> Result<()> {
@@ -227,14 +238,16 @@ impl Elector {
     /// signal fires now and the lease expires by itself after its ttl.
     pub fn abort(mut self) {
         if let Some(guard) = self.guard.borrow().as_ref() {
-            guard.lost.cancel();
+            guard.belief.token().cancel();
         }
         if let Some(task) = self.task.take() {
             task.abort();
         }
     }
 
-    /// Releases the lease if this elector leads, and stops the loop.
+    /// Releases the lease if this elector leads, and stops the loop. The tenure ends at once;
+    /// the release waits until every clone of its guard has been dropped, or until the local
+    /// deadline at the latest.
     ///
     /// # Cancel safety
     /// If cancelled, the loop still stops (it sees the dropped handle) and releases.

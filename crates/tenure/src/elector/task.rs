@@ -1,16 +1,16 @@
 //! The campaign loop behind an [`Elector`](super::Elector).
 
 use super::{Command, LeaderGuard, Role};
+use crate::belief::{deadline_for, Belief, Ledger};
 use crate::config::Timing;
 use crate::error::Result;
-use crate::model::{Effect, Op};
+use crate::model::{Effect, Lease, Op, StepDownReason};
 use crate::store::{duration_ms, LeaderInfo, Store};
 use crate::Applied;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::{sleep_until, Instant};
-use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// Why a tenure ended locally.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -19,21 +19,15 @@ enum Loss {
     Voluntary,
     /// Demoted, paused, handed over or taken over, as the database said.
     Replaced,
-    /// The local deadline passed; the database may still name us with this term.
+    /// The local deadline passed, or an answer came too late: the database may still name us.
     Deadline,
 }
 
 /// The tenure this elector believes it holds.
 pub(super) struct Tenure {
-    term: u64,
-    deadline: Instant,
-    /// Publishes `deadline` to the guards.
-    deadline_tx: watch::Sender<Instant>,
-    token: CancellationToken,
+    belief: Belief,
     /// Completes when every clone of this tenure's guard has been dropped: its work stopped.
     stopped: oneshot::Receiver<()>,
-    /// Fires the guard's signal if the task is dropped (aborted, panicked) while leading.
-    _on_drop: DropGuard,
 }
 
 pub(super) struct Task {
@@ -48,12 +42,11 @@ pub(super) struct Task {
     pub command_tx: mpsc::WeakSender<Command>,
     pub notifications: Option<broadcast::Receiver<String>>,
     pub tenure: Option<Tenure>,
-    /// A term whose belief ended locally (deadline) while the database may still name us: it
-    /// is released, never resumed.
-    pub stale_term: Option<u64>,
+    /// Which terms were handed out, and which one of ours may still be held in the database.
+    pub ledger: Ledger,
     /// Campaigning paused on this node.
     pub paused: bool,
-    /// No campaign before this instant (after a voluntary release, whatever wakes us).
+    /// No campaign before this instant (after a release, a demote or a handover away).
     pub not_before: Instant,
 }
 
@@ -61,7 +54,7 @@ impl Task {
     pub async fn run(mut self) {
         let mut next = Instant::now();
         loop {
-            let deadline = self.tenure.as_ref().map(|t| t.deadline);
+            let deadline = self.tenure.as_ref().map(|t| t.belief.deadline());
             tokio::select! {
                 biased;
                 command = self.commands.recv() => match command {
@@ -71,10 +64,11 @@ impl Task {
                         let _ = reply.send(());
                         return;
                     }
-                    Some(Command::Release { term, reply }) => {
-                        let current = self.tenure.as_ref().is_some_and(|t| t.term == term);
-                        let result = if current { self.release_current("released").await } else { Ok(()) };
-                        if current {
+                    Some(Command::Release { term, reason, reply }) => {
+                        let current = self.tenure.as_ref().is_some_and(|t| t.belief.term() == term);
+                        let mut result = Ok(());
+                        if let Some(ended) = current.then(|| self.lose("released", Loss::Voluntary)).flatten() {
+                            result = self.release_when_stopped(ended, reason).await;
                             // Leave the lease to the others before campaigning again: a
                             // polling follower tries at least every renew interval, and its
                             // try can take up to the database timeout.
@@ -86,7 +80,7 @@ impl Task {
                     Some(Command::Pause) => {
                         self.paused = true;
                         if let Some(ended) = self.lose("campaigning paused on this node", Loss::Voluntary) {
-                            self.release_when_stopped(ended).await;
+                            self.release_or_warn(ended).await;
                         }
                         self.set_role(Role::Paused);
                     }
@@ -100,7 +94,6 @@ impl Task {
                 },
                 () = sleep_until_some(deadline) => {
                     self.lose("local deadline passed without a renewal", Loss::Deadline);
-                    self.set_role(Role::Unknown);
                     next = Instant::now();
                 }
                 () = crate::backend::wait_for_change(&mut self.notifications, |n| n == self.name) => {
@@ -117,6 +110,7 @@ impl Task {
     async fn attempt(&mut self) -> Instant {
         let op = Op::Campaign {
             candidate: self.me.clone(),
+            term: self.tenure.as_ref().map(|t| t.belief.term()),
             ttl_ms: duration_ms(self.timing.ttl()),
             metadata: self.metadata.clone(),
         };
@@ -131,12 +125,12 @@ impl Task {
         let call = async move { store.apply_within(timeout, &name, &op, &me).await };
         tokio::pin!(call);
         let result = loop {
-            let deadline = self.tenure.as_ref().map(|t| t.deadline);
+            let deadline = self.tenure.as_ref().map(|t| t.belief.deadline());
             tokio::select! {
+                biased;
                 result = &mut call => break result,
                 () = sleep_until_some(deadline) => {
                     self.lose("local deadline passed while the database did not answer", Loss::Deadline);
-                    self.set_role(Role::Unknown);
                 }
             }
         };
@@ -174,83 +168,122 @@ impl Task {
     }
 
     async fn on_answer(&mut self, applied: Applied, sent: Instant, received: Instant) -> Instant {
-        let Some(lease) = applied.lease.as_ref() else {
+        let Some(lease) = applied.lease.clone() else {
             // A campaign always leaves a row; treat anything else as doubt.
             self.set_role(Role::Unknown);
             return received + self.timing.renew_interval();
         };
         match &applied.effect {
-            Effect::Acquired { .. } | Effect::Renewed => {
-                let term = lease.term;
-                let deadline = sent + self.timing.belief();
-                if received >= deadline {
-                    self.lose(
-                        "the database answered after the local deadline",
-                        Loss::Deadline,
-                    );
-                    self.stale_term = Some(term);
-                    self.set_role(Role::Unknown);
-                    return received;
-                }
-                if self.tenure.as_ref().is_some_and(|t| t.term != term) {
-                    self.lose("the database reports a different term", Loss::Deadline);
-                }
-                if self.tenure.is_none() && self.stale_term == Some(term) {
-                    // Our belief in this term ended; start a fresh term instead of resuming.
-                    // Until the release is known to have landed the term stays stale, so a
-                    // later renewal of it (the release timed out, say) is released again and
-                    // never taken for a new tenure.
-                    return match self.release_term(term).await {
-                        Ok(()) => {
-                            self.stale_term = None;
-                            Instant::now()
-                        }
-                        Err(e) => {
-                            tracing::warn!(name = %self.name, term, error = %e, "release of a stale term failed; trying again");
-                            Instant::now() + self.timing.renew_interval() / 4
-                        }
-                    };
-                }
-                self.stale_term = None;
-                match &mut self.tenure {
-                    Some(t) => {
-                        t.deadline = deadline;
-                        t.deadline_tx.send_replace(deadline);
-                    }
-                    None => self.begin(term, deadline, received),
-                }
-                self.set_role(Role::Leader { term, deadline });
-                sent + self.timing.renew_interval()
-            }
+            Effect::Acquired { .. } => self.on_granted(&applied, &lease, sent, received),
+            Effect::Renewed => self.on_renewed(&applied, &lease, sent, received),
             Effect::SteppedDown(reason) => {
-                match self.lose(&format!("stepped down: {reason:?}"), Loss::Replaced) {
-                    Some(ended) => self.release_when_stopped(ended).await,
-                    // A term whose belief already ended: nothing of ours runs under it.
-                    None => self.release_or_warn(lease.term).await,
+                if let Some(ended) = self.lose(&format!("stepped down: {reason:?}"), Loss::Replaced)
+                {
+                    self.release_or_warn(ended).await;
                 }
-                self.stale_term = None;
+                if let StepDownReason::HandoverTo(_) = reason {
+                    // The target has the lease reserved; others should not race it either.
+                    self.not_before = Instant::now() + self.timing.release_hold_off();
+                }
                 self.set_role(Role::Follower { leader: None });
                 received + self.timing.renew_interval()
             }
-            _ => {
-                let leader = LeaderInfo::from_lease(lease, applied.now);
-                if self.tenure.is_some() {
-                    let why = match &leader {
-                        Some(l) => format!("'{}' leads now (term {})", l.holder, l.term),
-                        None => "demoted".to_string(),
-                    };
-                    self.lose(&why, Loss::Replaced);
-                }
-                self.set_role(Role::Follower { leader });
-                let remaining = Duration::from_millis(lease.remaining_ms(applied.now));
-                let wait = if remaining.is_zero() {
-                    self.timing.renew_interval()
-                } else {
-                    (remaining + self.timing.jitter()).min(self.timing.renew_interval())
-                };
-                received + wait
+            _ => self.on_held(&applied, &lease, received).await,
+        }
+    }
+
+    /// The database began a new tenure for us (or we adopted one an immediate handover granted).
+    fn on_granted(
+        &mut self,
+        applied: &Applied,
+        lease: &Lease,
+        sent: Instant,
+        received: Instant,
+    ) -> Instant {
+        let term = lease.term;
+        if self.tenure.is_some() {
+            // A new term replaces the one we held (a forced grant to us, say).
+            self.lose("the database granted a new term", Loss::Replaced);
+        }
+        if !self.ledger.may_hand_out(term) {
+            tracing::error!(name = %self.name, term, "granted a term this elector already handed out; not believed");
+            self.set_role(Role::Unknown);
+            return received + self.timing.renew_interval();
+        }
+        let Some(deadline) = deadline_for(&self.timing, applied, sent, received) else {
+            tracing::warn!(name = %self.name, term, "the database granted a term too late to believe; releasing it");
+            self.ledger.ended(term);
+            self.set_role(Role::Unknown);
+            return received;
+        };
+        self.ledger.handed_out(term);
+        self.begin(term, deadline, received);
+        self.set_role(Role::Leader { term, deadline });
+        sent + self.timing.renew_interval()
+    }
+
+    /// The database renewed the term we named.
+    fn on_renewed(
+        &mut self,
+        applied: &Applied,
+        lease: &Lease,
+        sent: Instant,
+        received: Instant,
+    ) -> Instant {
+        let Some(tenure) = &self.tenure else {
+            // We named no term, so nothing can have been renewed: doubt.
+            tracing::error!(name = %self.name, term = lease.term, "renewed a term this elector does not hold");
+            self.set_role(Role::Unknown);
+            return received + self.timing.renew_interval();
+        };
+        let renewed = tenure.belief.term() == lease.term
+            && deadline_for(&self.timing, applied, sent, received)
+                .is_some_and(|deadline| tenure.belief.extend(deadline));
+        if !renewed {
+            self.lose(
+                "the renewal answered after the local deadline",
+                Loss::Deadline,
+            );
+            return received;
+        }
+        let (term, deadline) = (tenure.belief.term(), tenure.belief.deadline());
+        self.set_role(Role::Leader { term, deadline });
+        sent + self.timing.renew_interval()
+    }
+
+    /// Someone else holds the lease, or nobody may take it yet (lock-delay, pause, handover).
+    async fn on_held(&mut self, applied: &Applied, lease: &Lease, received: Instant) -> Instant {
+        let leader = LeaderInfo::from_lease(lease, applied.now);
+        let remaining = Duration::from_millis(lease.remaining_ms(applied.now));
+        if self.tenure.is_some() {
+            let why = match &leader {
+                Some(l) => format!("'{}' leads now (term {})", l.holder, l.term),
+                None => "demoted".to_string(),
+            };
+            self.lose(&why, Loss::Replaced);
+            if lease.holder.is_none() {
+                // Demoted: let another live candidate take the lead after the lock-delay.
+                self.not_before = received + remaining + self.timing.release_hold_off();
             }
         }
+        if let Some(stale) = self.ledger.stale() {
+            let ours = lease.holder.as_deref() == Some(self.me.as_str()) && lease.term == stale;
+            if !ours {
+                self.ledger.gone(stale);
+            } else if let Err(e) = self.release_term(stale, None).await {
+                tracing::warn!(name = %self.name, term = stale, error = %e, "release of a stale term failed; trying again");
+                return Instant::now() + self.timing.renew_interval() / 4;
+            } else {
+                return Instant::now();
+            }
+        }
+        self.set_role(Role::Follower { leader });
+        let wait = if remaining.is_zero() {
+            self.timing.renew_interval()
+        } else {
+            (remaining + self.timing.jitter()).min(self.timing.renew_interval())
+        };
+        received + wait
     }
 
     fn begin(&mut self, term: u64, deadline: Instant, now: Instant) {
@@ -260,106 +293,93 @@ impl Task {
             .increment(1);
         metrics::gauge!("tenure_is_leader", "name" => name.clone()).set(1.0);
         metrics::gauge!("tenure_term", "name" => name).set(term as f64);
-        let token = CancellationToken::new();
+        let (belief, view) = Belief::new(term, deadline);
         let (alive, stopped) = oneshot::channel();
-        let (deadline_tx, deadline_rx) = watch::channel(deadline);
-        self.tenure = Some(Tenure {
-            term,
-            deadline,
-            deadline_tx,
-            token: token.clone(),
-            stopped,
-            _on_drop: token.clone().drop_guard(),
-        });
+        self.tenure = Some(Tenure { belief, stopped });
         self.guard.send_replace(Some(LeaderGuard {
             name: self.name.clone(),
             candidate: self.me.clone(),
             term,
             acquired: now,
-            lost: token,
-            deadline: deadline_rx,
+            belief: view,
             commands: self.command_tx.clone(),
             _alive: Arc::new(alive),
         }));
     }
 
-    /// Ends the current tenure locally and returns it.
+    /// Ends the current tenure locally and returns it. Its term stays stale (released, never
+    /// resumed) until a release of it is known to have landed.
     fn lose(&mut self, why: &str, loss: Loss) -> Option<Tenure> {
         let t = self.tenure.take()?;
-        let stale = loss == Loss::Deadline;
+        let term = t.belief.term();
+        self.ledger.ended(term);
         let name = self.name.clone();
         metrics::counter!("tenure_transitions_total", "name" => name.clone(), "event" => "lost")
             .increment(1);
         metrics::gauge!("tenure_is_leader", "name" => name).set(0.0);
         // The role stops saying "leader" before anything else can observe the loss.
-        self.set_role(if stale {
+        self.set_role(if loss == Loss::Deadline {
             Role::Unknown
         } else {
             Role::Follower { leader: None }
         });
         if loss == Loss::Voluntary {
-            tracing::info!(name = %self.name, candidate = %self.me, term = t.term, why, "leadership given up");
+            tracing::info!(name = %self.name, candidate = %self.me, term, why, "leadership given up");
         } else {
-            tracing::warn!(name = %self.name, candidate = %self.me, term = t.term, why, "leadership lost");
+            tracing::warn!(name = %self.name, candidate = %self.me, term, why, "leadership lost");
         }
-        t.token.cancel();
-        if stale {
-            self.stale_term = Some(t.term);
-        }
+        t.belief.end();
         self.guard.send_replace(None);
         Some(t)
     }
 
     /// Releases an ended tenure once its work has stopped (every guard dropped), or at its
     /// deadline at the latest, so that nobody can start while that work may still run.
-    async fn release_when_stopped(&mut self, ended: Tenure) {
-        let Tenure {
-            term,
-            deadline,
-            stopped,
-            ..
-        } = ended;
+    async fn release_when_stopped(&mut self, ended: Tenure, reason: Option<String>) -> Result<()> {
+        let Tenure { belief, stopped } = ended;
+        let term = belief.term();
         tokio::select! {
             _ = stopped => {}
-            () = sleep_until(deadline) => {
+            () = sleep_until(belief.deadline()) => {
                 tracing::warn!(name = %self.name, term, "leader-only work still holds its guard at the deadline; releasing anyway");
             }
         }
-        self.release_or_warn(term).await;
+        self.release_term(term, reason).await
     }
 
-    async fn release_term(&self, term: u64) -> Result<()> {
+    async fn release_or_warn(&mut self, ended: Tenure) {
+        let term = ended.belief.term();
+        if let Err(e) = self.release_when_stopped(ended, None).await {
+            tracing::warn!(name = %self.name, term, error = %e, "release failed; the term stays stale and the lease will expire");
+        }
+    }
+
+    /// Releases `term` in the database; once that is known to have landed (released, or not
+    /// ours any more) the term is no longer stale.
+    async fn release_term(&mut self, term: u64, reason: Option<String>) -> Result<()> {
         let op = Op::Release {
             candidate: self.me.clone(),
             term,
             at_least_ms: 0,
+            reason,
         };
         self.store
             .apply_within(self.timing.db_timeout(), &self.name, &op, &self.me)
-            .await
-            .map(|_| ())
-    }
-
-    async fn release_or_warn(&self, term: u64) {
-        if let Err(e) = self.release_term(term).await {
-            tracing::warn!(name = %self.name, term, error = %e, "release failed; the lease will expire");
-        }
-    }
-
-    /// Ends the current tenure locally, then releases it in the database at once.
-    async fn release_current(&mut self, why: &str) -> Result<()> {
-        match self.lose(why, Loss::Voluntary) {
-            Some(ended) => self.release_term(ended.term).await,
-            None => Ok(()),
-        }
+            .await?;
+        self.ledger.gone(term);
+        Ok(())
     }
 
     async fn stop(&mut self) {
-        if let Err(e) = self.release_current("elector stopped").await {
-            tracing::warn!(name = %self.name, error = %e, "release on shutdown failed; the lease will expire");
+        if let Some(ended) = self.lose("elector stopped", Loss::Voluntary) {
+            if let Err(e) = self.release_when_stopped(ended, None).await {
+                tracing::warn!(name = %self.name, error = %e, "release on shutdown failed; the lease will expire");
+            }
         }
-        if let Some(term) = self.stale_term.take() {
-            self.release_or_warn(term).await;
+        if let Some(term) = self.ledger.stale() {
+            if let Err(e) = self.release_term(term, None).await {
+                tracing::warn!(name = %self.name, term, error = %e, "release of a stale term on shutdown failed; the lease will expire");
+            }
         }
         self.set_role(Role::Stopped);
     }

@@ -80,10 +80,26 @@ impl Lease {
         self.handover_pending(now) && self.handover_to.as_deref() != Some(me)
     }
 
-    /// Whether a handover was asked for and has not lapsed (one ttl after the lease became
-    /// free, or after it was asked for if the lease was free then).
+    /// Whether a graceful handover was asked for and has not lapsed (one ttl after the lease
+    /// became free, or after it was asked for if the lease was free then).
     pub fn handover_pending(&self, now: DbTime) -> bool {
-        self.handover_to.is_some() && self.expires_at.plus_ms(self.ttl_ms) > now
+        self.handover_to.is_some()
+            && !self.forced_grant_pending()
+            && self.expires_at.plus_ms(self.ttl_ms) > now
+    }
+
+    /// The target of a graceful handover, as operators see it (`handover_to`, without the mark
+    /// of an unadopted immediate handover, whose target already holds the lease).
+    pub fn handover_target(&self) -> Option<&str> {
+        self.handover_to
+            .as_deref()
+            .filter(|_| !self.forced_grant_pending())
+    }
+
+    /// Whether the tenure was installed by an immediate handover and its holder has not yet
+    /// adopted it (marked by `handover_to` naming the holder itself).
+    pub fn forced_grant_pending(&self) -> bool {
+        self.holder.is_some() && self.handover_to == self.holder
     }
 }
 
@@ -91,19 +107,38 @@ impl Lease {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Op {
     /// Acquire, renew or step down (DESIGN.md's `campaign`).
+    ///
+    /// `term` is the tenure the caller holds, if any. Only a campaign that names the live
+    /// lease's term renews it: one that names no term or another term finds the lease held,
+    /// whoever its holder id is, so a shared or reused holder id never makes a second
+    /// believer. The one exception is a tenure granted by an immediate handover, which the
+    /// first campaign of its target adopts (answered [`Effect::Acquired`]).
     Campaign {
         candidate: String,
+        term: Option<u64>,
         ttl_ms: u64,
         metadata: Option<String>,
+    },
+    /// The live holder of tenure `term` ends it and begins the next one for itself at once,
+    /// with nobody in between (term + 1, an `acquired` event): how a lock kept with
+    /// `LockGuard::forget` is taken again by its holder (election mode), so that every guard
+    /// has a term of its own. Where `candidate` does not hold `term` live, exactly a campaign
+    /// that names no term.
+    Succeed {
+        candidate: String,
+        term: u64,
+        ttl_ms: u64,
     },
     /// Renew the tenure `term` of `candidate` with the row's own ttl, never acquiring: the
     /// keep-alive of held locks, which backends run for many leases in one statement.
     Renew { candidate: String, term: u64 },
     /// Give up the tenure `term` of `candidate`; nobody may start before `acquired_at + at_least`.
+    /// `reason`, if any, is the history event's detail.
     Release {
         candidate: String,
         term: u64,
         at_least_ms: u64,
+        reason: Option<String>,
     },
     /// Force a re-election. Keeps `expires_at` (lock-delay) unless `immediate`.
     Demote { immediate: bool },
@@ -128,7 +163,8 @@ pub enum StepDownReason {
 /// What an operation did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Effect {
-    /// The candidate began a new tenure (term raised by one).
+    /// The candidate began a new tenure: term raised by one, or a tenure granted to it by an
+    /// immediate handover adopted (the term was raised by the handover).
     Acquired {
         /// The previous holder whose lease had expired, if any.
         took_over_from: Option<String>,
@@ -266,6 +302,7 @@ fn decide_row(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Deci
     match op {
         Op::Campaign {
             candidate,
+            term,
             ttl_ms,
             metadata,
         } => {
@@ -280,17 +317,48 @@ fn decide_row(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Deci
                     },
                 );
             };
-            campaign(now, row, candidate, *ttl_ms, metadata, unchanged, changed)
+            let ask = Ask {
+                me: candidate,
+                term: *term,
+                ttl_ms: *ttl_ms,
+                metadata,
+            };
+            campaign(now, row, &ask, unchanged, changed)
         }
+        Op::Succeed {
+            candidate,
+            term,
+            ttl_ms,
+        } => match current {
+            Some(row) if row.live_holder(now) == Some(candidate) && row.term == *term => {
+                if let Some(reason) = step_down_reason(row, candidate) {
+                    return unchanged(Effect::SteppedDown(reason));
+                }
+                let lease = new_tenure(name, term + 1, candidate, *ttl_ms, &row.metadata, now);
+                let detail = format!("succeeded its own term {term}");
+                changed(
+                    lease,
+                    EventKind::Acquired,
+                    detail,
+                    Effect::Acquired {
+                        took_over_from: None,
+                    },
+                )
+            }
+            _ => {
+                let fresh = Op::Campaign {
+                    candidate: candidate.clone(),
+                    term: None,
+                    ttl_ms: *ttl_ms,
+                    metadata: None,
+                };
+                decide_row(now, name, current, &fresh)
+            }
+        },
         Op::Renew { candidate, term } => match current {
             Some(row) if row.live_holder(now) == Some(candidate) && row.term == *term => {
-                if row.paused {
-                    return unchanged(Effect::SteppedDown(StepDownReason::Paused));
-                }
-                if let Some(target) = row.handover_to.as_ref().filter(|t| *t != candidate) {
-                    return unchanged(Effect::SteppedDown(StepDownReason::HandoverTo(
-                        target.clone(),
-                    )));
+                if let Some(reason) = step_down_reason(row, candidate) {
+                    return unchanged(Effect::SteppedDown(reason));
                 }
                 Decision {
                     lease: Some(Lease {
@@ -310,10 +378,12 @@ fn decide_row(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Deci
             candidate,
             term,
             at_least_ms,
+            reason,
         } => match current {
             Some(row) if row.holder.as_deref() == Some(candidate) && row.term == *term => {
                 let lease = vacate(row, now, *at_least_ms);
-                changed(lease, EventKind::Released, String::new(), Effect::Released)
+                let detail = reason.clone().unwrap_or_default();
+                changed(lease, EventKind::Released, detail, Effect::Released)
             }
             _ => unchanged(Effect::NotHolder),
         },
@@ -337,6 +407,7 @@ fn decide_row(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Deci
             let lease = Lease {
                 holder: None,
                 expires_at,
+                handover_to: unforced(row),
                 ..row.clone()
             };
             changed(lease, EventKind::Demoted, detail, Effect::Demoted)
@@ -355,7 +426,8 @@ fn decide_row(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Deci
                     renewed_at: now,
                     expires_at: now.plus_ms(row.ttl_ms),
                     metadata: None,
-                    handover_to: None,
+                    // Marks the grant as not yet adopted: `to` adopts it at its next campaign.
+                    handover_to: Some(to.clone()),
                     ..row.clone()
                 };
                 let detail = format!("forced from '{previous}' (unsafe unless writes are fenced)");
@@ -371,7 +443,11 @@ fn decide_row(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Deci
             } else {
                 row.expires_at.max(now)
             };
+            // An expired holder that is the target itself would read as an unadopted forced
+            // grant: it no longer leads, so the row forgets it.
+            let holder = row.holder.clone().filter(|h| h != to);
             let lease = Lease {
+                holder,
                 handover_to: Some(to.clone()),
                 expires_at,
                 ..row.clone()
@@ -423,39 +499,48 @@ fn decide_row(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Deci
     }
 }
 
+/// A campaign's arguments.
+struct Ask<'a> {
+    me: &'a str,
+    term: Option<u64>,
+    ttl_ms: u64,
+    metadata: &'a Option<String>,
+}
+
 fn campaign(
     now: DbTime,
     row: &Lease,
-    me: &str,
-    ttl_ms: u64,
-    metadata: &Option<String>,
+    ask: &Ask<'_>,
     unchanged: impl Fn(Effect) -> Decision,
     changed: impl Fn(Lease, EventKind, String, Effect) -> Decision,
 ) -> Decision {
+    let me = ask.me;
     if row.live_holder(now) == Some(me) {
-        let reason = if row.paused {
-            Some(StepDownReason::Paused)
-        } else {
-            match &row.handover_to {
-                Some(target) if target != me => Some(StepDownReason::HandoverTo(target.clone())),
-                _ => None,
-            }
-        };
-        if let Some(reason) = reason {
+        if row.forced_grant_pending() && !row.paused {
+            // An immediate handover granted this tenure to `me`: adopted once, by this
+            // campaign. The grant's `forced` event is its history.
+            let lease = renewed(row, now, ask);
+            return Decision {
+                lease: Some(lease),
+                write: true,
+                event: None,
+                effect: Effect::Acquired {
+                    took_over_from: None,
+                },
+            };
+        }
+        if ask.term != Some(row.term) || row.forced_grant_pending() {
+            // Held, by another incarnation or task with the same holder id, or by a tenure of
+            // ours that ended (a release on its way): never a renewal.
+            return unchanged(Effect::Unavailable);
+        }
+        if let Some(reason) = step_down_reason(row, me) {
             // No write: the holder stops renewing and releases once its work has stopped, so
             // nobody (not even a handover target) can start while that work may still run.
             return unchanged(Effect::SteppedDown(reason));
         }
-        let lease = Lease {
-            renewed_at: now,
-            expires_at: now.plus_ms(ttl_ms),
-            ttl_ms,
-            metadata: metadata.clone(),
-            handover_to: None,
-            ..row.clone()
-        };
         return Decision {
-            lease: Some(lease),
+            lease: Some(renewed(row, now, ask)),
             write: true,
             event: None,
             effect: Effect::Renewed,
@@ -464,7 +549,7 @@ fn campaign(
     if row.expires_at > now || row.paused || row.reserved_for_other(me, now) {
         return unchanged(Effect::Unavailable);
     }
-    let lease = new_tenure(&row.name, row.term + 1, me, ttl_ms, metadata, now);
+    let lease = new_tenure(&row.name, row.term + 1, me, ask.ttl_ms, ask.metadata, now);
     let (kind, detail) = match (&row.holder, &row.handover_to) {
         (Some(previous), _) => (
             EventKind::TakenOverExpired,
@@ -475,6 +560,38 @@ fn campaign(
     };
     let took_over_from = row.holder.clone();
     changed(lease, kind, detail, Effect::Acquired { took_over_from })
+}
+
+/// Why the live holder `me` must step down instead of renewing, if it must.
+fn step_down_reason(row: &Lease, me: &str) -> Option<StepDownReason> {
+    if row.paused {
+        return Some(StepDownReason::Paused);
+    }
+    match &row.handover_to {
+        Some(target) if target != me => Some(StepDownReason::HandoverTo(target.clone())),
+        _ => None,
+    }
+}
+
+/// The row after its holder's campaign extended it.
+fn renewed(row: &Lease, now: DbTime, ask: &Ask<'_>) -> Lease {
+    Lease {
+        renewed_at: now,
+        expires_at: now.plus_ms(ask.ttl_ms),
+        ttl_ms: ask.ttl_ms,
+        metadata: ask.metadata.clone(),
+        handover_to: None,
+        ..row.clone()
+    }
+}
+
+/// `handover_to` once the holder is gone: an unadopted forced grant's mark goes with it.
+fn unforced(row: &Lease) -> Option<String> {
+    if row.forced_grant_pending() {
+        None
+    } else {
+        row.handover_to.clone()
+    }
 }
 
 fn new_tenure(
@@ -504,6 +621,7 @@ fn vacate(row: &Lease, now: DbTime, at_least_ms: u64) -> Lease {
     Lease {
         holder: None,
         expires_at: now.max(row.acquired_at.plus_ms(at_least_ms)),
+        handover_to: unforced(row),
         ..row.clone()
     }
 }

@@ -14,17 +14,30 @@ fn at(ms: i64) -> DbTime {
     DbTime(BASE + ms * 1000)
 }
 
+/// A campaign that names no term: by a candidate that holds nothing.
 fn campaign(candidate: &str, ttl_ms: u64) -> Op {
     Op::Campaign {
         candidate: candidate.to_string(),
+        term: None,
         ttl_ms,
         metadata: None,
     }
 }
 
-fn campaign_with(candidate: &str, ttl_ms: u64, metadata: &str) -> Op {
+/// The campaign of a holder that believes it holds `term`.
+fn renew_as(candidate: &str, term: u64, ttl_ms: u64) -> Op {
     Op::Campaign {
         candidate: candidate.to_string(),
+        term: Some(term),
+        ttl_ms,
+        metadata: None,
+    }
+}
+
+fn campaign_with(candidate: &str, term: Option<u64>, ttl_ms: u64, metadata: &str) -> Op {
+    Op::Campaign {
+        candidate: candidate.to_string(),
+        term,
         ttl_ms,
         metadata: Some(metadata.to_string()),
     }
@@ -35,6 +48,7 @@ fn release(candidate: &str, term: u64, at_least_ms: u64) -> Op {
         candidate: candidate.to_string(),
         term,
         at_least_ms,
+        reason: None,
     }
 }
 
@@ -94,7 +108,7 @@ fn assert_unchanged(d: &Decision, current: Option<&Lease>, effect: Effect) {
 #[test]
 fn campaign_on_unknown_name_creates_term_1() {
     let now = at(0);
-    let d = decide(now, NAME, None, &campaign_with("a", 10_000, "addr-a"));
+    let d = decide(now, NAME, None, &campaign_with("a", None, 10_000, "addr-a"));
     assert_eq!(
         d.effect,
         Effect::Acquired {
@@ -129,7 +143,7 @@ fn renew_keeps_term_and_extends_expiry_from_now() {
         now,
         NAME,
         Some(&row),
-        &campaign_with("a", 20_000, "new-addr"),
+        &campaign_with("a", Some(5), 20_000, "new-addr"),
     );
     assert_eq!(d.effect, Effect::Renewed);
     assert!(d.write);
@@ -149,7 +163,7 @@ fn renew_keeps_term_and_extends_expiry_from_now() {
     assert_eq!(lease.remaining_ms(now), 20_000);
 
     // A shorter ttl shortens the lease: it is always counted from now.
-    let d = decide(now, NAME, Some(&row), &campaign("a", 1));
+    let d = decide(now, NAME, Some(&row), &renew_as("a", 5, 1));
     assert_eq!(d.effect, Effect::Renewed);
     let lease = d.lease.unwrap();
     assert_eq!(lease.expires_at, at(3_001));
@@ -161,13 +175,13 @@ fn renew_just_before_expiry_and_reacquire_at_expiry() {
     let row = held("a", 5, 0, 0, 10_000);
     // One microsecond before the expiry the holder still renews its own term.
     let now = DbTime(at(10_000).0 - 1);
-    let d = decide(now, NAME, Some(&row), &campaign("a", 10_000));
+    let d = decide(now, NAME, Some(&row), &renew_as("a", 5, 10_000));
     assert_eq!(d.effect, Effect::Renewed);
     assert_eq!(d.lease.as_ref().unwrap().term, 5);
     // At the expiry (expires_at <= now) the lease is over: the same candidate starts a new
     // tenure with a new term, as a takeover of its own expired lease.
     let now = at(10_000);
-    let d = decide(now, NAME, Some(&row), &campaign("a", 10_000));
+    let d = decide(now, NAME, Some(&row), &renew_as("a", 5, 10_000));
     assert_eq!(
         d.effect,
         Effect::Acquired {
@@ -184,18 +198,69 @@ fn renew_just_before_expiry_and_reacquire_at_expiry() {
 }
 
 #[test]
-fn renew_by_handover_target_clears_handover() {
-    // An immediate handover installed b; a graceful one to b may still be recorded.
-    let row = Lease {
-        handover_to: Some("b".to_string()),
-        ..held("b", 5, 0, 0, 10_000)
-    };
-    let d = decide(at(100), NAME, Some(&row), &campaign("b", 10_000));
+fn only_the_named_term_renews() {
+    let row = held("a", 5, 0, 0, 10_000);
+    // The holder id alone never renews: no term, a stale term or a future one find it held,
+    // so a second process or task with the same id, or a restart, never shares the tenure.
+    for op in [
+        campaign("a", 10_000),
+        renew_as("a", 4, 10_000),
+        renew_as("a", 6, 10_000),
+    ] {
+        let d = decide(at(100), NAME, Some(&row), &op);
+        assert_unchanged(&d, Some(&row), Effect::Unavailable);
+    }
+    // Nor does another candidate naming the right term.
+    let d = decide(at(100), NAME, Some(&row), &renew_as("b", 5, 10_000));
+    assert_unchanged(&d, Some(&row), Effect::Unavailable);
+    let d = decide(at(100), NAME, Some(&row), &renew_as("a", 5, 10_000));
     assert_eq!(d.effect, Effect::Renewed);
-    let lease = d.lease.unwrap();
-    assert_eq!(lease.handover_to, None);
-    assert_eq!(lease.holder.as_deref(), Some("b"));
-    assert_eq!(lease.term, 5);
+}
+
+#[test]
+fn succeed_begins_the_next_term_with_nobody_in_between() {
+    let succeed = |who: &str, term| Op::Succeed {
+        candidate: who.to_string(),
+        term,
+        ttl_ms: 20_000,
+    };
+    let row = held("a", 5, 0, 0, 10_000);
+    let d = decide(at(100), NAME, Some(&row), &succeed("a", 5));
+    assert_eq!(
+        d.effect,
+        Effect::Acquired {
+            took_over_from: None
+        }
+    );
+    let lease = d.lease.clone().unwrap();
+    assert_eq!(
+        (lease.holder.as_deref(), lease.term, lease.acquired_at),
+        (Some("a"), 6, at(100))
+    );
+    assert_eq!(lease.expires_at, at(20_100));
+    assert_eq!(event_of(&d), Some(event(EventKind::Acquired, 6, Some("a"))));
+    // Not the holder of that term (another id, a stale term): exactly a campaign.
+    for (who, term) in [("b", 5), ("a", 4)] {
+        let d = decide(at(100), NAME, Some(&row), &succeed(who, term));
+        assert_unchanged(&d, Some(&row), Effect::Unavailable);
+    }
+    let d = decide(at(10_000), NAME, Some(&row), &succeed("b", 5));
+    assert_eq!(
+        d.lease.unwrap().term,
+        6,
+        "an expired lease is acquired as usual"
+    );
+    // Paused or handed over: step down instead.
+    let paused = Lease {
+        paused: true,
+        ..row.clone()
+    };
+    let d = decide(at(100), NAME, Some(&paused), &succeed("a", 5));
+    assert_unchanged(
+        &d,
+        Some(&paused),
+        Effect::SteppedDown(StepDownReason::Paused),
+    );
 }
 
 /// A step-down changes nothing by itself: the holder stops renewing, stops its work, and only
@@ -207,7 +272,7 @@ fn holder_steps_down_on_pause() {
         ..held("a", 5, 0, 0, 10_000)
     };
     let now = at(2_500);
-    let d = decide(now, NAME, Some(&row), &campaign("a", 10_000));
+    let d = decide(now, NAME, Some(&row), &renew_as("a", 5, 10_000));
     assert_unchanged(&d, Some(&row), Effect::SteppedDown(StepDownReason::Paused));
     // Nobody else acquires meanwhile.
     let d = decide(now, NAME, Some(&row), &campaign("b", 10_000));
@@ -238,7 +303,7 @@ fn holder_steps_down_on_handover_to_someone_else() {
         ..held("a", 5, 0, 0, 10_000)
     };
     let now = at(2_500);
-    let d = decide(now, NAME, Some(&row), &campaign("a", 10_000));
+    let d = decide(now, NAME, Some(&row), &renew_as("a", 5, 10_000));
     assert_unchanged(
         &d,
         Some(&row),
@@ -273,7 +338,12 @@ fn holder_steps_down_on_handover_to_someone_else() {
 fn acquire_after_expiry_raises_term_by_one() {
     let row = held("a", 41, 0, 5_000, 10_000); // expires at 15 s
     for now in [at(15_000), at(15_001), at(3_600_000)] {
-        let d = decide(now, NAME, Some(&row), &campaign_with("b", 20, "addr-b"));
+        let d = decide(
+            now,
+            NAME,
+            Some(&row),
+            &campaign_with("b", None, 20, "addr-b"),
+        );
         assert_eq!(
             d.effect,
             Effect::Acquired {
@@ -752,20 +822,36 @@ fn immediate_handover_installs_the_target_with_a_new_term() {
             renewed_at: now,
             expires_at: now.plus_ms(10_000),
             metadata: None,
-            handover_to: None,
+            // Not yet adopted.
+            handover_to: Some("b".to_string()),
             ..row.clone()
         })
     );
     assert_eq!(event_of(&d), Some(event(EventKind::Forced, 6, Some("b"))));
     assert!(d.event.unwrap().detail.contains("unsafe"));
     let after = d.lease.unwrap();
-    // b adopts the term at its next campaign.
-    let d = decide(at(2_100), NAME, Some(&after), &campaign("b", 10_000));
-    assert_eq!(d.effect, Effect::Renewed);
-    assert_eq!(d.lease.unwrap().term, 6);
+    assert!(after.forced_grant_pending());
+    assert!(!after.handover_pending(at(2_100)), "not a reservation");
     // a's renew fails and its release is stale.
-    let d = decide(at(2_100), NAME, Some(&after), &campaign("a", 10_000));
+    let d = decide(at(2_100), NAME, Some(&after), &renew_as("a", 5, 10_000));
     assert_unchanged(&d, Some(&after), Effect::Unavailable);
+    // b adopts the term once, at its next campaign: a new tenure for b, no new term.
+    let d = decide(at(2_100), NAME, Some(&after), &campaign("b", 10_000));
+    assert_eq!(
+        d.effect,
+        Effect::Acquired {
+            took_over_from: None
+        }
+    );
+    assert_eq!(d.event, None, "the grant's history is its forced event");
+    let adopted = d.lease.unwrap();
+    assert_eq!((adopted.term, adopted.handover_to.as_deref()), (6, None));
+    assert_eq!(adopted.expires_at, at(12_100));
+    // Only once: a second campaign naming no term finds it held.
+    let d = decide(at(2_200), NAME, Some(&adopted), &campaign("b", 10_000));
+    assert_unchanged(&d, Some(&adopted), Effect::Unavailable);
+    let d = decide(at(2_200), NAME, Some(&adopted), &renew_as("b", 6, 10_000));
+    assert_eq!(d.effect, Effect::Renewed);
     let d = decide(at(2_100), NAME, Some(&after), &release("a", 5, 0));
     assert_unchanged(&d, Some(&after), Effect::NotHolder);
     // Forcing the current holder also starts a new term.
@@ -875,8 +961,12 @@ enum Step {
 /// An operation whose release term is relative to the row's term at the time it is applied.
 #[derive(Clone, Debug)]
 enum OpSpec {
-    Campaign(usize, u64),
+    /// Candidate, ttl, and which term it names: 0 none, 1 the term it believes it holds (none
+    /// if it believes nothing), 2 the row's term, 3 the row's term minus one.
+    Campaign(usize, u64, u8),
     Release(usize, i64, u64),
+    /// Candidate, ttl, the term it names relative to the row's.
+    Succeed(usize, u64, i64),
     Demote(bool),
     Handover(usize, bool),
     Pause,
@@ -887,9 +977,11 @@ fn step() -> impl Strategy<Value = Step> {
     let ttl = prop::sample::select(vec![1u64, 5, 20, 100]);
     prop_oneof![
         3 => (0u64..150).prop_map(Step::Tick),
-        5 => (0..3usize, ttl).prop_map(|(c, t)| Step::Op(OpSpec::Campaign(c, t))),
+        5 => (0..3usize, ttl.clone(), prop::sample::select(vec![0u8, 1, 1, 1, 2, 3]))
+            .prop_map(|(c, t, n)| Step::Op(OpSpec::Campaign(c, t, n))),
         2 => (0..3usize, -1i64..=1, prop::sample::select(vec![0u64, 0, 50]))
             .prop_map(|(c, d, l)| Step::Op(OpSpec::Release(c, d, l))),
+        1 => (0..3usize, ttl, -1i64..=0).prop_map(|(c, t, d)| Step::Op(OpSpec::Succeed(c, t, d))),
         1 => any::<bool>().prop_map(|i| Step::Op(OpSpec::Demote(i))),
         1 => (0..4usize, any::<bool>()).prop_map(|(c, i)| Step::Op(OpSpec::Handover(c, i))),
         1 => Just(Step::Op(OpSpec::Pause)),
@@ -897,15 +989,31 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-fn to_op(spec: &OpSpec, current: Option<&Lease>) -> Op {
+fn to_op(spec: &OpSpec, current: Option<&Lease>, beliefs: &HashMap<String, (u64, DbTime)>) -> Op {
     let term = current.map_or(0, |l| l.term);
     match *spec {
-        OpSpec::Campaign(c, ttl_ms) => campaign(CANDIDATES[c], ttl_ms),
+        OpSpec::Campaign(c, ttl_ms, names) => {
+            let named = match names {
+                0 => None,
+                1 => beliefs.get(CANDIDATES[c]).map(|(t, _)| *t),
+                2 => Some(term),
+                _ => Some(term.saturating_sub(1)),
+            };
+            match named {
+                Some(t) => renew_as(CANDIDATES[c], t, ttl_ms),
+                None => campaign(CANDIDATES[c], ttl_ms),
+            }
+        }
         OpSpec::Release(c, delta, at_least_ms) => release(
             CANDIDATES[c],
             term.saturating_add_signed(delta),
             at_least_ms,
         ),
+        OpSpec::Succeed(c, ttl_ms, delta) => Op::Succeed {
+            candidate: CANDIDATES[c].to_string(),
+            term: term.saturating_add_signed(delta),
+            ttl_ms,
+        },
         OpSpec::Demote(immediate) => Op::Demote { immediate },
         OpSpec::Handover(c, immediate) => handover(CANDIDATES[c], immediate),
         OpSpec::Pause => Op::Pause,
@@ -933,7 +1041,7 @@ proptest! {
                 }
                 Step::Op(spec) => spec,
             };
-            let op = to_op(spec, row.as_ref());
+            let op = to_op(spec, row.as_ref(), &beliefs);
             let d = decide(now, NAME, row.as_ref(), &op);
             let before = row.as_ref().map_or(0, |l| l.term);
             let after = d.lease.as_ref().map_or(0, |l| l.term);
@@ -967,7 +1075,17 @@ proptest! {
 
             // P1.
             prop_assert!(after >= before, "term went down from {} to {}: {:?}", before, after, d);
+            // An acquisition without an event adopts a forced grant, and only that.
+            let adopted = matches!(d.effect, Effect::Acquired { .. }) && d.event.is_none();
+            if adopted {
+                prop_assert!(row.as_ref().is_some_and(|r| r.forced_grant_pending() && r.live_holder(now).is_some()), "{:?}", d);
+            }
             match &d.effect {
+                Effect::Acquired { .. } if adopted => {
+                    // A forced grant adopted: its term was raised by the handover.
+                    prop_assert_eq!(after, before, "{:?}", d);
+                    prop_assert!(!d.lease.as_ref().unwrap().forced_grant_pending());
+                }
                 Effect::Acquired { .. } | Effect::Forced => {
                     prop_assert_eq!(after, before + 1, "{:?}", d);
                     let l = d.lease.as_ref().unwrap();
@@ -980,10 +1098,14 @@ proptest! {
             if matches!(op, Op::Release { .. }) && d.effect == Effect::NotHolder {
                 prop_assert!(!d.write);
             }
+            // Only a campaign naming the live term renews: a holder id alone never does.
+            if let (Op::Campaign { term: named, .. }, Effect::Renewed) = (&op, &d.effect) {
+                prop_assert_eq!(*named, Some(before), "renewed a term it did not name: {:?}", d);
+            }
 
             // Beliefs: at most one candidate believes it leads at any instant.
             match (&op, &d.effect) {
-                (Op::Campaign { candidate, ttl_ms, .. }, Effect::Acquired { .. }) => {
+                (Op::Campaign { candidate, ttl_ms, .. } | Op::Succeed { candidate, ttl_ms, .. }, Effect::Acquired { .. }) => {
                     for (other, (_, until)) in &beliefs {
                         prop_assert!(other == candidate || *until <= now,
                             "{} acquired at {} while {} believes it leads until {}: {:?}",
@@ -1000,7 +1122,7 @@ proptest! {
                     }
                     beliefs.insert(candidate.clone(), (after, now.plus_ms(*ttl_ms)));
                 }
-                (Op::Campaign { candidate, .. }, Effect::SteppedDown(_))
+                (Op::Campaign { candidate, .. } | Op::Succeed { candidate, .. }, Effect::SteppedDown(_))
                 | (Op::Release { candidate, .. }, Effect::Released) => {
                     beliefs.remove(candidate);
                 }

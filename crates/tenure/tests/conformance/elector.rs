@@ -226,7 +226,7 @@ pub async fn demote_reaches_the_leader(store: Store) {
     timeout(timing(ttl).renew_interval() * 2, guard.lost())
         .await
         .expect("the demoted leader steps down at its next renew");
-    let (_, new_term) = wait_for_leader(&electors, Duration::from_millis(ttl + 1000)).await;
+    let (_, new_term) = wait_for_leader(&electors, Duration::from_millis(ttl * 3)).await;
     assert!(new_term > term);
     let history = store.history(&name, 1).await.unwrap();
     assert!(

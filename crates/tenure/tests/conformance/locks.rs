@@ -128,7 +128,9 @@ pub async fn lock_lost_when_paused(store: Store) {
     assert_eq!(a.held(), 0);
 }
 
-/// Election mode: the same process takes its own live lock again with the same term.
+/// Election mode: the same process takes its own live lock again, with nobody in between and
+/// a new term (every guard has a term of its own); another process with the same holder id
+/// does not share it.
 pub async fn lock_election_mode(store: Store) {
     let name = unique("election");
     let (a, b) = (holder(&store, "a"), holder(&store, "b"));
@@ -139,12 +141,24 @@ pub async fn lock_election_mode(store: Store) {
     let term = first.term();
     first.forget();
     assert!(b.try_lock(&name, options).await.unwrap().is_none());
+    let same_id_elsewhere = holder(&store, "a");
+    assert!(
+        same_id_elsewhere
+            .try_lock(&name, options)
+            .await
+            .unwrap()
+            .is_none(),
+        "a holder id is not a key"
+    );
     let again = a
         .try_lock(&name, options)
         .await
         .unwrap()
         .expect("own live lock");
-    assert_eq!(again.term(), term, "same tenure continues");
+    assert_eq!(again.term(), term + 1, "the kept tenure is succeeded");
+    let history = store.history(&name, 1).await.unwrap();
+    assert_eq!(history[0].detail, format!("succeeded its own term {term}"));
+    assert!(b.try_lock(&name, options).await.unwrap().is_none());
 }
 
 /// A semaphore of 3 with 5 contenders; permits have their own terms; N lowered and raised.

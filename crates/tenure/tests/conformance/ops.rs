@@ -9,6 +9,24 @@ const LONG: u64 = 60_000;
 pub async fn campaign(store: &Store, name: &str, who: &str, ttl_ms: u64) -> tenure::Applied {
     let op = tenure::Op::Campaign {
         candidate: who.to_string(),
+        term: None,
+        ttl_ms,
+        metadata: Some(format!("addr of {who}")),
+    };
+    store.apply(name, &op, who).await.expect("campaign")
+}
+
+/// The campaign of a holder that believes it holds `term`: the only kind that renews.
+pub async fn renew(
+    store: &Store,
+    name: &str,
+    who: &str,
+    term: u64,
+    ttl_ms: u64,
+) -> tenure::Applied {
+    let op = tenure::Op::Campaign {
+        candidate: who.to_string(),
+        term: Some(term),
         ttl_ms,
         metadata: Some(format!("addr of {who}")),
     };
@@ -35,10 +53,23 @@ pub async fn acquire_renew_and_leader(store: Store) {
 
     // SQLite's clock counts milliseconds: let one pass, so the renewal must move the expiry.
     tokio::time::sleep(std::time::Duration::from_millis(2)).await;
-    let renewed = campaign(&store, &name, "a", LONG).await;
+    let renewed = renew(&store, &name, "a", 1, LONG).await;
     assert_eq!(renewed.effect, Effect::Renewed);
     assert_eq!(term(&renewed), 1);
     assert!(renewed.lease.as_ref().unwrap().expires_at > lease.expires_at);
+    // The holder id alone renews nothing: a second process or task with the same id, or a
+    // stale term, finds the lease held.
+    for named in [None, Some(0)] {
+        let op = tenure::Op::Campaign {
+            candidate: "a".to_string(),
+            term: named,
+            ttl_ms: 1,
+            metadata: None,
+        };
+        let same_id = store.apply(&name, &op, "a").await.unwrap();
+        assert_eq!(same_id.effect, Effect::Unavailable, "{named:?}");
+        assert_eq!(same_id.lease, renewed.lease, "nothing written");
+    }
 
     let b = campaign(&store, &name, "b", LONG).await;
     assert_eq!(b.effect, Effect::Unavailable);
@@ -185,7 +216,7 @@ pub async fn graceful_handover(store: Store) {
     let asked = store.handover(&name, "c", false, "op").await.unwrap();
     assert_eq!(asked.effect, Effect::HandoverRequested);
     assert_eq!(asked.lease.as_ref().unwrap().holder.as_deref(), Some("a"));
-    let stepped = campaign(&store, &name, "a", LONG).await;
+    let stepped = renew(&store, &name, "a", 1, LONG).await;
     assert_eq!(
         stepped.effect,
         Effect::SteppedDown(StepDownReason::HandoverTo("c".to_string()))
@@ -253,10 +284,22 @@ pub async fn immediate_handover(store: Store) {
     let c = campaign(&store, &name, "c", LONG).await;
     assert_eq!(
         c.effect,
-        Effect::Renewed,
+        Effect::Acquired {
+            took_over_from: None
+        },
         "the target adopts the forced term"
     );
     assert_eq!(term(&c), 2);
+    assert_eq!(c.lease.as_ref().unwrap().handover_to, None);
+    // Once: a second campaign naming no term finds it held; the adopter renews by its term.
+    assert_eq!(
+        campaign(&store, &name, "c", LONG).await.effect,
+        Effect::Unavailable
+    );
+    assert_eq!(
+        renew(&store, &name, "c", 2, LONG).await.effect,
+        Effect::Renewed
+    );
     assert_eq!(store.history(&name, 1).await.unwrap()[0].event, "forced");
 }
 
@@ -272,7 +315,7 @@ pub async fn pause_and_resume(store: Store) {
         Effect::NoChange
     );
     assert_eq!(
-        campaign(&store, &name, "a", LONG).await.effect,
+        renew(&store, &name, "a", 1, LONG).await.effect,
         Effect::SteppedDown(StepDownReason::Paused)
     );
     store.release(&name, "a", 1, Duration::ZERO).await.unwrap();
@@ -345,6 +388,7 @@ pub async fn list_history_and_errors(store: Store) {
             &n1,
             &tenure::Op::Campaign {
                 candidate: "x\u{7}".into(),
+                term: None,
                 ttl_ms: 1,
                 metadata: None,
             },
@@ -376,8 +420,14 @@ pub async fn terms_strictly_increase(store: Store) {
     store.demote(&name, true, "op").await.unwrap();
     terms.push(term(&campaign(&store, &name, "c", LONG).await));
     terms.push(term(&store.handover(&name, "a", true, "op").await.unwrap()));
+    let adopted = campaign(&store, &name, "a", LONG).await;
+    assert_eq!(
+        term(&adopted),
+        terms[3],
+        "adopting a forced grant raises nothing"
+    );
     store.pause(&name, "op").await.unwrap();
-    let stepped = campaign(&store, &name, "a", LONG).await;
+    let stepped = renew(&store, &name, "a", terms[3], LONG).await;
     assert_eq!(stepped.effect, Effect::SteppedDown(StepDownReason::Paused));
     store
         .release(&name, "a", terms[3], Duration::ZERO)

@@ -42,6 +42,7 @@ macro_rules! stall_tests {
                 loop {
                     let op = tenure::Op::Campaign {
                         candidate: "b".into(),
+                        term: None,
                         ttl_ms: 60_000,
                         metadata: None,
                     };

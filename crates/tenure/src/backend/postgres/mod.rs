@@ -221,10 +221,12 @@ impl super::sql::OneStatement for PostgresBackend {
         use crate::model::Op;
         use sqlx::Row;
         let query = match op {
+            // Whatever term it names: the statement only acquires a vacant lease.
             Op::Campaign {
                 candidate,
                 ttl_ms,
                 metadata,
+                ..
             } => sqlx::query(&self.cycle.acquire)
                 .bind(name)
                 .bind(candidate)
@@ -235,12 +237,14 @@ impl super::sql::OneStatement for PostgresBackend {
                 candidate,
                 term,
                 at_least_ms,
+                reason,
             } => sqlx::query(&self.cycle.release)
                 .bind(name)
                 .bind(candidate)
                 .bind(*term as i64)
                 .bind(*at_least_ms as i64)
-                .bind(actor),
+                .bind(actor)
+                .bind(reason.as_deref().unwrap_or_default()),
             _ => return Ok(None),
         };
         let row = match query.fetch_optional(&self.pool).await {

@@ -8,7 +8,8 @@
 //! - **acquire**: the lease is vacant (`holder IS NULL`), expired, not paused, and no handover
 //!   is pending: term + 1, a new tenure, an `acquired` event;
 //! - **release**: `holder` and `term` match: `holder = NULL`, `expires_at = max(now,
-//!   acquired_at + at_least)`, a `released` event.
+//!   acquired_at + at_least)`, the mark of an unadopted forced grant (`handover_to = holder`)
+//!   dropped, a `released` event with the release's reason as its detail.
 //!
 //! Otherwise the statement writes nothing and returns the locked row as it is, with the same
 //! `now`. Where the model decides no write on it (someone else leads, a stale release, a step
@@ -23,7 +24,7 @@ use crate::model::{decide, DbTime, Effect, Lease, Op};
 pub(super) struct CycleStatements {
     /// Parameters: name, candidate, ttl_ms, metadata, actor.
     pub acquire: String,
-    /// Parameters: name, candidate, term, at_least_ms, actor.
+    /// Parameters: name, candidate, term, at_least_ms, actor, detail.
     pub release: String,
 }
 
@@ -49,10 +50,10 @@ impl CycleStatements {
              FROM (SELECT * FROM {lease} WHERE name = $1 FOR UPDATE) l)"
         );
         // The event and its NOTIFY (sent at commit), for the row `a` wrote.
-        let event = |kind: &str| {
+        let event = |kind: &str, detail: &str| {
             format!(
                 "h AS (INSERT INTO {history} (name, term, holder, event, at, actor, detail) \
-                 SELECT a.name, a.term, $2, '{kind}', a.now, $5, '' FROM a \
+                 SELECT a.name, a.term, $2, '{kind}', a.now, $5, {detail} FROM a \
                  RETURNING pg_notify('{lease}', name))"
             )
         };
@@ -74,17 +75,18 @@ impl CycleStatements {
              RETURNING l.*, t.now), \
              {event} {answer}",
             ttl = ms("$3"),
-            event = event("acquired"),
+            event = event("acquired", "''"),
         );
         let release = format!(
             "WITH {locked}, \
              a AS (UPDATE {lease} l SET holder = NULL, \
-               expires_at = GREATEST(t.now, t.acquired_at + {at_least}) \
+               expires_at = GREATEST(t.now, t.acquired_at + {at_least}), \
+               handover_to = CASE WHEN t.handover_to = t.holder THEN NULL ELSE t.handover_to END \
              FROM t WHERE l.name = t.name AND t.holder = $2 AND t.term = $3 \
              RETURNING l.*, t.now), \
              {event} {answer}",
             at_least = ms("$4"),
-            event = event("released"),
+            event = event("released", "$6::TEXT"),
         );
         CycleStatements { acquire, release }
     }

@@ -1,0 +1,88 @@
+//! [`Semaphore`]: up to N holders of one name, one lease per permit.
+
+use super::{transient, LockGuard, LockOptions, Locks};
+use crate::error::{Error, Result};
+use crate::validate;
+use std::time::Duration;
+use tokio::time::{sleep_until, Instant};
+
+/// Up to N holders of one name; see the [module docs](super).
+#[derive(Clone, Debug)]
+pub struct Semaphore {
+    locks: Locks,
+    name: String,
+    permits: u32,
+}
+
+fn permit_name(name: &str, i: u32) -> String {
+    format!("{name}#{i}")
+}
+
+impl Semaphore {
+    pub(super) fn new(locks: Locks, name: &str, permits: u32) -> Result<Semaphore> {
+        if permits == 0 {
+            return Err(Error::Invalid {
+                what: "permits",
+                value: "0".into(),
+                rule: "must be at least 1",
+            });
+        }
+        validate::name(&permit_name(name, permits - 1))?;
+        Ok(Semaphore {
+            locks,
+            name: name.to_string(),
+            permits,
+        })
+    }
+
+    /// Takes a free permit, or returns `None` at once. Permits are tried from a random one on.
+    ///
+    /// # Errors
+    /// As [`Locks::try_lock`].
+    pub async fn try_acquire(&self, options: LockOptions) -> Result<Option<LockGuard>> {
+        let start = rand::random::<u32>() % self.permits;
+        for k in 0..self.permits {
+            let permit = permit_name(&self.name, (start + k) % self.permits);
+            if let Some(guard) = self.locks.try_lock(&permit, options).await? {
+                return Ok(Some(guard));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Waits up to `timeout` for a permit (trying every renew interval, and at once on a
+    /// PostgreSQL notification about one of its permits).
+    ///
+    /// # Errors
+    /// As [`Locks::try_lock`].
+    pub async fn acquire(
+        &self,
+        options: LockOptions,
+        timeout: Duration,
+    ) -> Result<Option<LockGuard>> {
+        let give_up = Instant::now() + timeout;
+        let timing = options.timing()?;
+        let mut notes = self.locks.inner.store.backend().subscribe();
+        let prefix = format!("{}#", self.name);
+        let mut failed = None;
+        loop {
+            if let Some(Some(guard)) = transient(self.try_acquire(options).await, &mut failed)? {
+                return Ok(Some(guard));
+            }
+            let now = Instant::now();
+            if now >= give_up {
+                return failed.map_or(Ok(None), Err);
+            }
+            let next = (now + timing.renew_interval() + timing.jitter()).min(give_up);
+            tokio::select! {
+                () = sleep_until(next) => {}
+                () = crate::backend::wait_for_change(&mut notes, |n| n.starts_with(&prefix)) => {}
+            }
+        }
+    }
+
+    /// The number of permits.
+    pub fn permits(&self) -> u32 {
+        self.permits
+    }
+}
