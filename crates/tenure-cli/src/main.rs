@@ -6,7 +6,8 @@
 //! - `database`: which database (default: an SQLite file in the state directory), connecting.
 //! - `output`: human and JSON renderings.
 //! - `commands/`: one file per command.
-//! - `lead`: running a command while a tenure is held; `supervise`: its process group.
+//! - `lead`: running a command while a tenure is held; `supervise`: its keeper, init and
+//!   PID namespace, so that nothing it starts outlives the tenure.
 
 mod cli;
 mod commands;
@@ -22,6 +23,12 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // `tenure __keep` / `tenure __init`: the supervision processes of `tenure run`, before any
+    // runtime or thread exists.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(code) = supervise::internal(&argv) {
+        return ExitCode::from(code);
+    }
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -67,28 +67,40 @@ fn of(all: &[Interval], name: &str) -> Vec<Interval> {
         .collect()
 }
 
-fn spawn(b: &Backend, name: &str, mode: &str, code: i32, url: Option<&str>) -> Tenure {
+fn spawn(
+    b: &Backend,
+    isolation: &str,
+    name: &str,
+    mode: &str,
+    code: i32,
+    url: Option<&str>,
+) -> Tenure {
     let argv = tree(b, name, mode, code);
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-    let mut command = b.run_command("escape", name, &[], &argv);
+    let mut command = b.run_command("escape", name, &["--isolation", isolation], &argv);
     if let Some(url) = url {
         command.env("TENURE_DATABASE_URL", url);
     }
     Tenure(command.spawn().expect("spawn tenure run"))
 }
 
-fn escape(kind: &'static str, end: End) {
+fn escape(kind: &'static str, end: End, isolation: &str) {
     let Some(b) = backend(kind) else { return };
     let mut kids = Children::new(&b.log());
     // The leader reaches a server through a relay the test can cut.
     let cut = (end == End::Unreachable && kind != "sqlite").then(|| Cut::start(&host_port(&b.url)));
     let a_url = cut.as_ref().map(|c| c.url(&b.url));
     let mode = if end == End::Exit { "1.5" } else { "forever" };
-    let mut a = spawn(&b, "A", mode, 7, a_url.as_deref());
+    let mut a = spawn(&b, isolation, "A", mode, 7, a_url.as_deref());
     kids.wait_until(Duration::from_secs(10), "A's whole tree started", |i| {
         of(i, "A").len() == TREE_SIZE
     });
-    let other = spawn(&b, "B", "forever", 0, None);
+    let log = b.stderr_of("A");
+    assert!(
+        log.contains(&format!("supervision=\"{isolation}\"")),
+        "{log}"
+    );
+    let other = spawn(&b, isolation, "B", "forever", 0, None);
     std::thread::sleep(Duration::from_millis(300));
     assert!(
         of(&kids.intervals(), "B").is_empty(),
@@ -182,11 +194,8 @@ fn escape(kind: &'static str, end: End) {
     let mut other = other;
     kill(other.pid(), Signal::SIGTERM).unwrap();
     wait_exit(&mut other.0, Duration::from_secs(10));
-    let exited = mono_ns();
-    let left: Vec<Interval> = of(&kids.intervals(), "B")
-        .into_iter()
-        .filter(|c| c.stop.is_none_or(|stop| stop > exited))
-        .collect();
+    // Read right after the exit: a process seen dead now was dead when tenure exited.
+    let left = of(&kids.running(), "B");
     assert!(left.is_empty(), "B's tree outlived B: {left:#?}");
 }
 
@@ -217,17 +226,27 @@ fn the_readme_demo_leaves_nothing_behind() {
     );
 }
 
+/// Each end, in both supervision modes (`auto` is `pid-namespace` here: the tests run as root).
 macro_rules! per_backend {
-    ($($test:ident: $end:expr),*) => {
-        mod sqlite { use super::End; $( #[test] fn $test() { super::escape("sqlite", $end) } )* }
-        mod postgres { use super::End; $( #[test] fn $test() { super::escape("postgres", $end) } )* }
-        mod mysql { use super::End; $( #[test] fn $test() { super::escape("mysql", $end) } )* }
+    ($($test:ident, $subreaper:ident: $end:expr),*) => {
+        mod sqlite { use super::End; $(
+            #[test] fn $test() { super::escape("sqlite", $end, "pid-namespace") }
+            #[test] fn $subreaper() { super::escape("sqlite", $end, "subreaper") }
+        )* }
+        mod postgres { use super::End; $(
+            #[test] fn $test() { super::escape("postgres", $end, "pid-namespace") }
+            #[test] fn $subreaper() { super::escape("postgres", $end, "subreaper") }
+        )* }
+        mod mysql { use super::End; $(
+            #[test] fn $test() { super::escape("mysql", $end, "pid-namespace") }
+            #[test] fn $subreaper() { super::escape("mysql", $end, "subreaper") }
+        )* }
     };
 }
 
 per_backend!(
-    sigkill_of_tenure: End::Kill,
-    database_unreachable: End::Unreachable,
-    demote: End::Demote,
-    command_exits: End::Exit
+    sigkill_of_tenure, sigkill_of_tenure_subreaper: End::Kill,
+    database_unreachable, database_unreachable_subreaper: End::Unreachable,
+    demote, demote_subreaper: End::Demote,
+    command_exits, command_exits_subreaper: End::Exit
 );

@@ -70,6 +70,7 @@ pub async fn run(global: &Global, args: RunArgs) -> Outcome {
             grace,
             env: vec![],
             release_on_exit: true,
+            isolation: args.isolation,
         };
         match run_while_held(guard, &job, &mut signals).await {
             Ok(Ended::Exited(code)) if !args.keep_campaigning => break code,
