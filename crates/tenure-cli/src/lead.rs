@@ -163,7 +163,20 @@ pub async fn run_while_held<H: Held>(
         supervision = child.mode(),
         "command started"
     );
+    crate::sd_notify::leading(job.name, term);
 
+    let ended = supervise_until_ended(guard, job, signals, &mut child).await;
+    crate::sd_notify::waiting(job.name);
+    ended
+}
+
+async fn supervise_until_ended<H: Held>(
+    guard: H,
+    job: &Job<'_>,
+    signals: &mut Signals,
+    child: &mut Supervised,
+) -> Result<Ended, Failure> {
+    let term = guard.term();
     let grace = job.grace;
     let mut terminating = false;
     let mut interrupted = false;

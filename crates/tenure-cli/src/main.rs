@@ -6,6 +6,7 @@
 //! - `database`: which database (default: an SQLite file in the state directory), connecting.
 //! - `output`: human and JSON renderings.
 //! - `commands/`: one file per command.
+//! - `sd_notify`: readiness and status for systemd (`NOTIFY_SOCKET`).
 //! - `lead`: running a command while a tenure is held; `supervise`: its keeper, init and
 //!   PID namespace, so that nothing it starts outlives the tenure.
 
@@ -16,6 +17,7 @@ mod exit;
 mod lead;
 mod logging;
 mod output;
+mod sd_notify;
 mod serve;
 mod supervise;
 

@@ -223,3 +223,41 @@ per_backend!(
     stopped_leader,
     give_up_and_signals
 );
+
+/// With `NOTIFY_SOCKET`, tenure tells systemd it waits, then `READY=1` and that it leads once
+/// the command runs; the command itself does not see the socket.
+#[test]
+fn systemd_notify() {
+    use std::os::unix::net::UnixDatagram;
+    let Some(b) = backend("sqlite") else { return };
+    let socket_path = b.dir.path().join("notify");
+    let socket = UnixDatagram::bind(&socket_path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut tenure = b
+        .run_command("sd", "A", &[], &["sh", "-c", "test -z \"$NOTIFY_SOCKET\""])
+        .env("NOTIFY_SOCKET", &socket_path)
+        .spawn()
+        .unwrap();
+    assert_eq!(
+        wait_exit(&mut tenure, Duration::from_secs(10)),
+        0,
+        "the command does not see NOTIFY_SOCKET: {}",
+        b.stderr_of("A")
+    );
+    let mut got = Vec::new();
+    let mut buf = [0u8; 256];
+    while got.len() < 3 {
+        let n = socket.recv(&mut buf).expect("a datagram from tenure");
+        got.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    assert_eq!(
+        got,
+        [
+            "STATUS=waiting for sd",
+            "READY=1\nSTATUS=leading sd term 1",
+            "STATUS=waiting for sd"
+        ]
+    );
+}

@@ -30,12 +30,14 @@ pub fn main(args: Args) -> u8 {
         Isolation::Subreaper => None,
         Isolation::PidNamespace => match namespace::enter() {
             Ok(entered) => Some(entered),
-            Err(e) => return refuse(
-                &mut report,
-                format!(
+            Err(e) => {
+                return refuse(
+                    &mut report,
+                    format!(
                     "--isolation pid-namespace is not possible here ({e}); use auto or subreaper"
                 ),
-            ),
+                )
+            }
         },
         Isolation::Auto => namespace::enter().ok(),
     };

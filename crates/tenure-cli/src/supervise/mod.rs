@@ -180,6 +180,8 @@ impl Supervised {
             .arg0("tenure")
             .args(args.to_argv(KEEP))
             .envs(env.iter().map(|(k, v)| (*k, v)))
+            // tenure speaks to systemd for the unit (see sd_notify); the command does not.
+            .env_remove("NOTIFY_SOCKET")
             .process_group(0);
         let inherit = [control_read.as_raw_fd(), report_write.as_raw_fd()];
         // SAFETY: the closure runs in the child between fork and exec and only calls fcntl,
