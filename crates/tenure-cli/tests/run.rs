@@ -10,7 +10,7 @@ mod support;
 
 use std::time::Duration;
 use support::child::mono_ns;
-use support::leaders::{alive, backend, ms, stop, wait_exit, Children, TTL_MS};
+use support::leaders::{alive, backend, ms, stop, wait_exit, Children, Tenure, TTL_MS};
 
 /// Two `tenure run` on one name: one child; SIGKILL the leader's tenure → its child dies
 /// within 1 s (parent-death signal) and the other child starts within ttl + 1 s.
@@ -260,4 +260,57 @@ fn systemd_notify() {
             "STATUS=waiting for sd"
         ]
     );
+}
+
+/// `tenure demote` moves the lead: with two `--keep-campaigning` candidates, the one that was
+/// demoted holds off and the other one leads afterwards, every time (10 demotes).
+fn demote_moves_the_lead(kind: &'static str) {
+    let Some(b) = backend(kind) else { return };
+    let mut kids = Children::new(&b.log());
+    // Killed (with their trees) if the test fails.
+    let mut a = Tenure(b.run("lead", "A", &["--keep-campaigning"], "forever", 0));
+    kids.wait_until(Duration::from_secs(10), "A's child start", |i| i.len() == 1);
+    let mut other = Tenure(b.run("lead", "B", &["--keep-campaigning"], "forever", 0));
+    std::thread::sleep(Duration::from_millis(300));
+    for round in 1..=10 {
+        let before = kids.running();
+        assert_eq!(before.len(), 1, "one child runs: {before:?}");
+        let out = b.tenure(&["demote", "lead"]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let all = kids.wait_until(Duration::from_millis(3 * TTL_MS), "the next child", |i| {
+            i.len() == round + 1 && i.iter().filter(|c| c.stop.is_none()).count() == 1
+        });
+        let now = all.iter().find(|c| c.stop.is_none()).unwrap();
+        assert_ne!(
+            now.label, before[0].label,
+            "round {round}: the demoted candidate took the lead back"
+        );
+    }
+    kids.assert_disjoint();
+    for t in [&mut a, &mut other] {
+        kill(t.pid(), Signal::SIGTERM).unwrap();
+        wait_exit(&mut t.0, Duration::from_secs(10));
+    }
+}
+
+mod demote_moves {
+    #[test]
+    #[ignore = "needs the elector hold-off from main"]
+    fn sqlite() {
+        super::demote_moves_the_lead("sqlite")
+    }
+    #[test]
+    #[ignore = "needs the elector hold-off from main"]
+    fn postgres() {
+        super::demote_moves_the_lead("postgres")
+    }
+    #[test]
+    #[ignore = "needs the elector hold-off from main"]
+    fn mysql() {
+        super::demote_moves_the_lead("mysql")
+    }
 }
