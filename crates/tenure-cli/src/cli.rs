@@ -1,6 +1,7 @@
 //! The command line, as clap parses it. Values are validated again (by the library) before
 //! anything touches the database.
 
+use crate::supervise::Isolation;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::time::Duration;
 
@@ -120,6 +121,12 @@ pub struct RunArgs {
     /// How long CMD gets between SIGTERM and SIGKILL when leadership ends. Default: ttl/10.
     #[arg(long, value_parser = duration)]
     pub grace: Option<Duration>,
+    /// How every process CMD starts is tied to the tenure: pid-namespace (CMD under tenure's
+    /// own init in a PID namespace: the kernel kills the whole namespace with it), subreaper (a
+    /// keeper that adopts orphans and kills the whole tree), or auto (pid-namespace where
+    /// allowed). See docs/supervision.md.
+    #[arg(long, value_enum, env = "TENURE_ISOLATION", default_value = "auto")]
+    pub isolation: Isolation,
     /// Candidate id. Default: <hostname>-<pid>-<4 random chars>.
     #[arg(long)]
     pub candidate: Option<String>,
@@ -156,6 +163,12 @@ pub struct LockArgs {
     /// How long CMD gets between SIGTERM and SIGKILL when the lock is lost. Default: ttl/10.
     #[arg(long, value_parser = duration)]
     pub grace: Option<Duration>,
+    /// How every process CMD starts is tied to the tenure: pid-namespace (CMD under tenure's
+    /// own init in a PID namespace: the kernel kills the whole namespace with it), subreaper (a
+    /// keeper that adopts orphans and kills the whole tree), or auto (pid-namespace where
+    /// allowed). See docs/supervision.md.
+    #[arg(long, value_enum, env = "TENURE_ISOLATION", default_value = "auto")]
+    pub isolation: Isolation,
     /// Holder id. Default: <hostname>-<pid>-<4 random chars>.
     #[arg(long)]
     pub candidate: Option<String>,
@@ -186,6 +199,12 @@ pub struct EveryArgs {
     /// How long CMD gets between SIGTERM and SIGKILL when leadership ends. Default: ttl/10.
     #[arg(long, value_parser = duration)]
     pub grace: Option<Duration>,
+    /// How every process CMD starts is tied to the tenure: pid-namespace (CMD under tenure's
+    /// own init in a PID namespace: the kernel kills the whole namespace with it), subreaper (a
+    /// keeper that adopts orphans and kills the whole tree), or auto (pid-namespace where
+    /// allowed). See docs/supervision.md.
+    #[arg(long, value_enum, env = "TENURE_ISOLATION", default_value = "auto")]
+    pub isolation: Isolation,
     /// Candidate id. Default: <hostname>-<pid>-<4 random chars>.
     #[arg(long)]
     pub candidate: Option<String>,

@@ -1,13 +1,14 @@
 //! Running a command while holding a tenure (`tenure run`, `tenure lock`, `tenure every`).
 //!
-//! The command is stopped by SIGTERM to its whole process group at `deadline − grace` (if no
-//! renewal moved the local deadline) or when the tenure ends early, and SIGKILLed at the local
+//! The command's whole tree (see `supervise`) gets SIGTERM at `deadline − grace` (if no
+//! renewal moved the local deadline) or when the tenure ends early, and SIGKILL at the local
 //! deadline at the latest. The database's expiry lies at least `safety_margin` after that
-//! deadline, so the group is dead before the lease could be granted to anyone else. On a
-//! step-down (demote, pause, handover) the lease is released only after the command is dead.
+//! deadline, so the tree is dead before the lease could be granted to anyone else. The lease
+//! is released (or, on a step-down, the guard dropped) only once the keeper has seen the
+//! whole tree gone.
 
-use crate::exit::{Failure, INTERNAL};
-use crate::supervise::{exit_code, Supervised};
+use crate::exit::Failure;
+use crate::supervise::{exit_code, spawn_failure_code, Isolation, Supervised};
 use nix::sys::signal::Signal;
 use std::future::Future;
 use std::time::Duration;
@@ -125,6 +126,8 @@ pub struct Job<'a> {
     pub env: Vec<(&'static str, String)>,
     /// Release when the command exits by itself (else the caller decides).
     pub release_on_exit: bool,
+    /// How the command's tree is tied to the tenure.
+    pub isolation: Isolation,
 }
 
 /// Runs the command for one tenure and returns how it ended. The guard is released when the
@@ -142,14 +145,10 @@ pub async fn run_while_held<H: Held>(
         ("TENURE_CANDIDATE", guard.candidate().to_string()),
     ];
     env.extend(job.env.iter().cloned());
-    let mut child = match Supervised::spawn(job.command, &env) {
+    let mut child = match Supervised::spawn(job.command, &env, job.isolation, job.grace).await {
         Ok(child) => child,
         Err(e) => {
-            let code = match e.kind() {
-                std::io::ErrorKind::NotFound => 127,
-                std::io::ErrorKind::PermissionDenied => 126,
-                _ => INTERNAL,
-            };
+            let code = spawn_failure_code(&e);
             let _ = guard.release().await;
             return Err(Failure::new(
                 code,
@@ -157,8 +156,27 @@ pub async fn run_while_held<H: Held>(
             ));
         }
     };
-    tracing::info!(name = %job.name, term, pid = child.pid(), "command started");
+    tracing::info!(
+        name = %job.name,
+        term,
+        pid = child.pid(),
+        supervision = child.mode(),
+        "command started"
+    );
+    crate::sd_notify::leading(job.name, term);
 
+    let ended = supervise_until_ended(guard, job, signals, &mut child).await;
+    crate::sd_notify::waiting(job.name);
+    ended
+}
+
+async fn supervise_until_ended<H: Held>(
+    guard: H,
+    job: &Job<'_>,
+    signals: &mut Signals,
+    child: &mut Supervised,
+) -> Result<Ended, Failure> {
+    let term = guard.term();
     let grace = job.grace;
     let mut terminating = false;
     let mut interrupted = false;
@@ -167,9 +185,8 @@ pub async fn run_while_held<H: Held>(
         let sigterm_at = deadline.checked_sub(grace).unwrap_or(deadline);
         tokio::select! {
             status = child.wait() => {
-                let status = status?;
-                child.stop_leftovers(grace).await;
-                let code = exit_code(status);
+                // The keeper has stopped whatever the command left behind: the tree is gone.
+                let code = exit_code(status?);
                 tracing::info!(name = %job.name, term, code, "command exited");
                 if interrupted {
                     drop(guard);
@@ -202,7 +219,7 @@ pub async fn run_while_held<H: Held>(
                     continue; // a renewal moved the deadline
                 }
                 tracing::warn!(name = %job.name, term, "renewals are failing: stopping the command before the deadline");
-                child.signal(Signal::SIGTERM);
+                child.terminate();
                 terminating = true;
             }
             signal = signals.recv() => {

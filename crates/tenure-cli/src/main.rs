@@ -6,7 +6,9 @@
 //! - `database`: which database (default: an SQLite file in the state directory), connecting.
 //! - `output`: human and JSON renderings.
 //! - `commands/`: one file per command.
-//! - `lead`: running a command while a tenure is held; `supervise`: its process group.
+//! - `sd_notify`: readiness and status for systemd (`NOTIFY_SOCKET`).
+//! - `lead`: running a command while a tenure is held; `supervise`: its keeper, init and
+//!   PID namespace, so that nothing it starts outlives the tenure.
 
 mod cli;
 mod commands;
@@ -15,6 +17,7 @@ mod exit;
 mod lead;
 mod logging;
 mod output;
+mod sd_notify;
 mod serve;
 mod supervise;
 
@@ -22,6 +25,12 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // `tenure __keep` / `tenure __init`: the supervision processes of `tenure run`, before any
+    // runtime or thread exists.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if let Some(code) = supervise::internal(&argv) {
+        return ExitCode::from(code);
+    }
     let cli = match cli::Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -8,254 +8,13 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 mod support;
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-use support::child::{child_program, mono_ns};
-
-const TTL_MS: u64 = 2000;
-
-struct Backend {
-    url: String,
-    prefix: String,
-    dir: tempfile::TempDir,
-}
-
-fn backend(kind: &str) -> Option<Backend> {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let url = match kind {
-        "sqlite" => format!("sqlite://{}", dir.path().join("t.db").display()),
-        "postgres" => std::env::var("TENURE_TEST_POSTGRES_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into()),
-        _ => std::env::var("TENURE_TEST_MYSQL_URL")
-            .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into()),
-    };
-    let prefix = format!("r{}_", std::process::id() as u64 * 1000 + rand_suffix());
-    let b = Backend { url, prefix, dir };
-    // Reachability: `tenure status` exits 69 when the server is down.
-    let status = b.tenure(&["status"]).output().expect("run tenure");
-    match status.status.code() {
-        Some(0) => Some(b),
-        Some(69) if std::env::var("CI").as_deref() != Ok("true") => {
-            eprintln!("SKIPPED: {kind} server not reachable; set CI=true to make this fail");
-            None
-        }
-        _ => panic!(
-            "{kind} unavailable: {}",
-            String::from_utf8_lossy(&status.stderr)
-        ),
-    }
-}
-
-fn rand_suffix() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    NEXT.fetch_add(1, Ordering::SeqCst) + (mono_ns() as u64 % 1000) * 10
-}
-
-impl Backend {
-    fn tenure(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_tenure"));
-        c.env("TENURE_DATABASE_URL", &self.url)
-            .env("TENURE_TABLE_PREFIX", &self.prefix)
-            .env_remove("TENURE_LOG")
-            .args(args);
-        c
-    }
-
-    fn log(&self) -> PathBuf {
-        self.dir.path().join("children.log")
-    }
-
-    /// `tenure run NAME --candidate ID [extra] -- child LOG ID MODE CODE`.
-    fn run(&self, name: &str, id: &str, extra: &[&str], mode: &str, code: i32) -> Child {
-        let log = self.log();
-        let ttl = format!("{TTL_MS}ms");
-        let mut args = vec!["run", name, "--ttl", &ttl, "--candidate", id];
-        args.extend_from_slice(extra);
-        let code = code.to_string();
-        args.extend_from_slice(&[
-            "--",
-            child_program().to_str().unwrap(),
-            log.to_str().unwrap(),
-            id,
-            mode,
-            &code,
-        ]);
-        let stderr = std::fs::File::create(self.dir.path().join(format!("{id}.stderr"))).unwrap();
-        self.tenure(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("spawn tenure run")
-    }
-
-    fn stderr_of(&self, id: &str) -> String {
-        std::fs::read_to_string(self.dir.path().join(format!("{id}.stderr"))).unwrap_or_default()
-    }
-}
-
-#[derive(Clone, Debug)]
-struct Interval {
-    label: String,
-    pid: i32,
-    term: u64,
-    start: i64,
-    stop: Option<i64>,
-}
-
-/// Reads the children's log, and tracks when children without a `stop` line were seen gone.
-struct Children {
-    log: PathBuf,
-    seen_dead: BTreeMap<i32, i64>,
-}
-
-impl Children {
-    fn new(log: &Path) -> Children {
-        Children {
-            log: log.to_path_buf(),
-            seen_dead: BTreeMap::new(),
-        }
-    }
-
-    fn intervals(&mut self) -> Vec<Interval> {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let mut by_pid: BTreeMap<i32, Interval> = BTreeMap::new();
-        for line in text.lines() {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            let (at, term, pid) = (
-                f[1].parse().unwrap(),
-                f[2].parse().unwrap(),
-                f[3].parse().unwrap(),
-            );
-            match f[0] {
-                "start" => {
-                    by_pid.insert(
-                        pid,
-                        Interval {
-                            label: f[4].into(),
-                            pid,
-                            term,
-                            start: at,
-                            stop: None,
-                        },
-                    );
-                }
-                _ => by_pid.get_mut(&pid).expect("stop after start").stop = Some(at),
-            }
-        }
-        for i in by_pid.values_mut() {
-            if i.stop.is_none() {
-                if let Some(&dead) = self.seen_dead.get(&i.pid) {
-                    i.stop = Some(dead);
-                } else if !alive(i.pid) {
-                    let now = mono_ns();
-                    self.seen_dead.insert(i.pid, now);
-                    i.stop = Some(now);
-                }
-            }
-        }
-        by_pid.into_values().collect()
-    }
-
-    /// Every tenure's stderr, for failure messages.
-    fn logs(&self) -> String {
-        let mut out = String::new();
-        if let Ok(dir) = std::fs::read_dir(self.log.parent().unwrap()) {
-            for entry in dir.flatten() {
-                let path = entry.path();
-                if path.extension().is_some_and(|e| e == "stderr") {
-                    let text = std::fs::read_to_string(&path).unwrap_or_default();
-                    out.push_str(&format!("--- {}\n{text}", path.display()));
-                }
-            }
-        }
-        out
-    }
-
-    fn running(&mut self) -> Vec<Interval> {
-        self.intervals()
-            .into_iter()
-            .filter(|i| i.stop.is_none())
-            .collect()
-    }
-
-    /// Polls until `cond` holds on the intervals, or panics after `within`.
-    fn wait_until(
-        &mut self,
-        within: Duration,
-        what: &str,
-        cond: impl Fn(&[Interval]) -> bool,
-    ) -> Vec<Interval> {
-        let until = mono_ns() + within.as_nanos() as i64;
-        loop {
-            let now = self.intervals();
-            if cond(&now) {
-                return now;
-            }
-            if mono_ns() >= until {
-                panic!(
-                    "{what} did not happen within {within:?}: {now:#?}\n{}",
-                    self.logs()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    fn assert_disjoint(&mut self) {
-        let all = self.intervals();
-        for (i, a) in all.iter().enumerate() {
-            for b in &all[i + 1..] {
-                let a_end = a.stop.unwrap_or(i64::MAX);
-                let b_end = b.stop.unwrap_or(i64::MAX);
-                assert!(
-                    a_end <= b.start || b_end <= a.start,
-                    "children overlap: {a:?} and {b:?}"
-                );
-            }
-        }
-    }
-}
-
-fn alive(pid: i32) -> bool {
-    // A zombie has exited: it runs no code any more.
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit(')')
-            .next()
-            .unwrap_or("")
-            .trim_start()
-            .starts_with('Z'),
-        Err(_) => false,
-    }
-}
-
-fn wait_exit(child: &mut Child, within: Duration) -> i32 {
-    let until = mono_ns() + within.as_nanos() as i64;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status.code().unwrap_or(-1);
-        }
-        assert!(mono_ns() < until, "tenure did not exit within {within:?}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-fn stop(mut child: Child) {
-    let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
-    let _ = wait_exit(&mut child, Duration::from_secs(10));
-}
-
-fn ms(ns: i64) -> i64 {
-    ns / 1_000_000
-}
+use support::child::mono_ns;
+use support::leaders::{alive, backend, ms, stop, wait_exit, Children, Tenure, TTL_MS};
 
 /// Two `tenure run` on one name: one child; SIGKILL the leader's tenure → its child dies
 /// within 1 s (parent-death signal) and the other child starts within ttl + 1 s.
-fn crash_failover(kind: &str) {
+fn crash_failover(kind: &'static str) {
     let Some(b) = backend(kind) else { return };
     let mut kids = Children::new(&b.log());
     let mut a = b.run("crash", "A", &[], "forever", 0);
@@ -287,7 +46,7 @@ fn crash_failover(kind: &str) {
 
 /// The leader's child exits → the other child starts within renew_interval (≤ 100 ms on
 /// PostgreSQL), and the first tenure exits with the child's status.
-fn exit_hands_over(kind: &str) {
+fn exit_hands_over(kind: &'static str) {
     let Some(b) = backend(kind) else { return };
     let mut kids = Children::new(&b.log());
     let mut a = b.run("exit", "A", &[], "1.0", 7);
@@ -321,7 +80,7 @@ fn exit_hands_over(kind: &str) {
 }
 
 /// `tenure demote` and `tenure handover NAME A` move the child, never overlapping.
-fn demote_and_handover(kind: &str) {
+fn demote_and_handover(kind: &'static str) {
     let Some(b) = backend(kind) else { return };
     let mut kids = Children::new(&b.log());
     let a = b.run("move", "A", &["--keep-campaigning"], "forever", 0);
@@ -363,7 +122,7 @@ fn demote_and_handover(kind: &str) {
 
 /// SIGSTOP the leader's tenure and its child for 2 × ttl, then SIGCONT: within 1 s the old
 /// child is dead and the old tenure exits without claiming leadership; the new term is higher.
-fn stopped_leader(kind: &str) {
+fn stopped_leader(kind: &'static str) {
     let Some(b) = backend(kind) else { return };
     let mut kids = Children::new(&b.log());
     let mut a = b.run("stop", "A", &[], "forever", 0);
@@ -419,7 +178,7 @@ fn stopped_leader(kind: &str) {
 /// `--no-wait` and `--timeout` give up with exit 73 without running the command; SIGTERM to
 /// tenure is forwarded, the child stops, the lease is released and tenure exits with the
 /// child's status.
-fn give_up_and_signals(kind: &str) {
+fn give_up_and_signals(kind: &'static str) {
     let Some(b) = backend(kind) else { return };
     let mut kids = Children::new(&b.log());
     let a = b.run("busy", "A", &[], "forever", 0);
@@ -464,3 +223,94 @@ per_backend!(
     stopped_leader,
     give_up_and_signals
 );
+
+/// With `NOTIFY_SOCKET`, tenure tells systemd it waits, then `READY=1` and that it leads once
+/// the command runs; the command itself does not see the socket.
+#[test]
+fn systemd_notify() {
+    use std::os::unix::net::UnixDatagram;
+    let Some(b) = backend("sqlite") else { return };
+    let socket_path = b.dir.path().join("notify");
+    let socket = UnixDatagram::bind(&socket_path).unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut tenure = b
+        .run_command("sd", "A", &[], &["sh", "-c", "test -z \"$NOTIFY_SOCKET\""])
+        .env("NOTIFY_SOCKET", &socket_path)
+        .spawn()
+        .unwrap();
+    assert_eq!(
+        wait_exit(&mut tenure, Duration::from_secs(10)),
+        0,
+        "the command does not see NOTIFY_SOCKET: {}",
+        b.stderr_of("A")
+    );
+    let mut got = Vec::new();
+    let mut buf = [0u8; 256];
+    while got.len() < 3 {
+        let n = socket.recv(&mut buf).expect("a datagram from tenure");
+        got.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    assert_eq!(
+        got,
+        [
+            "STATUS=waiting for sd",
+            "READY=1\nSTATUS=leading sd term 1",
+            "STATUS=waiting for sd"
+        ]
+    );
+}
+
+/// `tenure demote` moves the lead: with two `--keep-campaigning` candidates, the one that was
+/// demoted holds off and the other one leads afterwards, every time (10 demotes).
+fn demote_moves_the_lead(kind: &'static str) {
+    let Some(b) = backend(kind) else { return };
+    let mut kids = Children::new(&b.log());
+    // Killed (with their trees) if the test fails.
+    let mut a = Tenure(b.run("lead", "A", &["--keep-campaigning"], "forever", 0));
+    kids.wait_until(Duration::from_secs(10), "A's child start", |i| i.len() == 1);
+    let mut other = Tenure(b.run("lead", "B", &["--keep-campaigning"], "forever", 0));
+    std::thread::sleep(Duration::from_millis(300));
+    for round in 1..=10 {
+        let before = kids.running();
+        assert_eq!(before.len(), 1, "one child runs: {before:?}");
+        let out = b.tenure(&["demote", "lead"]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let all = kids.wait_until(Duration::from_millis(3 * TTL_MS), "the next child", |i| {
+            i.len() == round + 1 && i.iter().filter(|c| c.stop.is_none()).count() == 1
+        });
+        let now = all.iter().find(|c| c.stop.is_none()).unwrap();
+        assert_ne!(
+            now.label, before[0].label,
+            "round {round}: the demoted candidate took the lead back"
+        );
+    }
+    kids.assert_disjoint();
+    for t in [&mut a, &mut other] {
+        kill(t.pid(), Signal::SIGTERM).unwrap();
+        wait_exit(&mut t.0, Duration::from_secs(10));
+    }
+}
+
+mod demote_moves {
+    #[test]
+    #[ignore = "needs the elector hold-off from main"]
+    fn sqlite() {
+        super::demote_moves_the_lead("sqlite")
+    }
+    #[test]
+    #[ignore = "needs the elector hold-off from main"]
+    fn postgres() {
+        super::demote_moves_the_lead("postgres")
+    }
+    #[test]
+    #[ignore = "needs the elector hold-off from main"]
+    fn mysql() {
+        super::demote_moves_the_lead("mysql")
+    }
+}

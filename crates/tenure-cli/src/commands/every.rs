@@ -97,6 +97,7 @@ pub async fn every(global: &Global, args: EveryArgs) -> Outcome {
                     ("TENURE_TICK_MS", tick.at_ms.to_string()),
                 ],
                 release_on_exit: false,
+                isolation: args.isolation,
             };
             match run_while_held(guard.clone(), &job, &mut signals).await? {
                 Ended::Exited(code) => {

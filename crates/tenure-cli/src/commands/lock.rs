@@ -49,6 +49,7 @@ pub async fn lock(global: &Global, args: LockArgs) -> Outcome {
         grace,
         env: vec![("TENURE_LOCK", permit)],
         release_on_exit: true,
+        isolation: args.isolation,
     };
     Ok(match run_while_held(guard, &job, &mut signals).await? {
         Ended::Exited(code) | Ended::Interrupted(code) => code,

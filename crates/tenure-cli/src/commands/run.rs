@@ -42,6 +42,7 @@ pub async fn run(global: &Global, args: RunArgs) -> Outcome {
     }
     let elector = builder.spawn()?;
     tracing::info!(name = %args.name, candidate = %elector.candidate(), "campaigning");
+    crate::sd_notify::waiting(&args.name);
 
     let mut give_up_at = args.timeout.map(|t| Instant::now() + t);
     let mut no_wait = args.no_wait;
@@ -70,6 +71,7 @@ pub async fn run(global: &Global, args: RunArgs) -> Outcome {
             grace,
             env: vec![],
             release_on_exit: true,
+            isolation: args.isolation,
         };
         match run_while_held(guard, &job, &mut signals).await {
             Ok(Ended::Exited(code)) if !args.keep_campaigning => break code,

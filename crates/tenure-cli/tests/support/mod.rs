@@ -13,6 +13,8 @@
 #![allow(dead_code)]
 
 pub mod child;
+pub mod leaders;
+pub mod outage;
 
 use serde_json::Value;
 use std::collections::BTreeSet;

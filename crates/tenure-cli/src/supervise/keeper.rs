@@ -1,0 +1,150 @@
+//! `tenure __keep`: tenure's child, a child subreaper that owns the command's tree.
+//!
+//! It creates a PID namespace if it may (and runs `tenure __init` as its PID 1), else runs the
+//! command itself. Either way it exits only once every descendant is gone, with the
+//! command's status, and kills the whole tree when its control pipe from tenure closes.
+
+use super::namespace;
+use super::protocol::{Args, Control, Report, INIT};
+use super::reaper::{self, Tree};
+use super::{spawn_command, take_fd, Isolation};
+use nix::fcntl::OFlag;
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+
+pub fn main(args: Args) -> u8 {
+    let control = take_fd(args.control);
+    let mut report = File::from(take_fd(args.report));
+    let signals = match reaper::block_signals() {
+        Ok(s) => s,
+        Err(e) => return refuse(&mut report, format!("cannot block signals: {e}")),
+    };
+    if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
+        return refuse(&mut report, format!("cannot become a child subreaper: {e}"));
+    }
+    let namespace = match args.isolation {
+        Isolation::Subreaper => None,
+        Isolation::PidNamespace => match namespace::enter() {
+            Ok(entered) => Some(entered),
+            Err(e) => {
+                return refuse(
+                    &mut report,
+                    format!(
+                    "--isolation pid-namespace is not possible here ({e}); use auto or subreaper"
+                ),
+                )
+            }
+        },
+        Isolation::Auto => namespace::enter().ok(),
+    };
+    let mode = namespace.map_or("subreaper", namespace::Entered::as_str);
+    let _ = report.write_all(Report::Mode(mode.into()).line().as_bytes());
+
+    match namespace {
+        Some(_) => {
+            // Tied to tenure by the kernel: tenure's death kills us, which kills the init,
+            // which kills the namespace. The control pipe covers a death before this call.
+            let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+            let Ok((init_control, to_init)) = nix::unistd::pipe2(OFlag::O_CLOEXEC) else {
+                return refuse(&mut report, "cannot create a pipe".into());
+            };
+            let init_args = Args {
+                control: init_control.as_raw_fd(),
+                report: report.as_raw_fd(),
+                ..args
+            };
+            let mut command = std::process::Command::new("/proc/self/exe");
+            command
+                .arg0("tenure")
+                .args(init_args.to_argv(INIT))
+                .process_group(0);
+            let inherit = [init_control.as_raw_fd(), report.as_raw_fd()];
+            // SAFETY: between fork and exec only async-signal-safe calls (fcntl, sigprocmask,
+            // prctl).
+            unsafe {
+                command.pre_exec(move || {
+                    for fd in inherit {
+                        super::inherit_fd(fd)?;
+                    }
+                    reaper::unblock_all()?;
+                    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+                });
+            }
+            let init = match command.spawn() {
+                Ok(init) => Pid::from_raw(init.id() as i32),
+                Err(e) => return refuse(&mut report, format!("cannot start the init: {e}")),
+            };
+            drop((report, init_control));
+            let mut tree = Namespace { init, to_init };
+            reaper::run(&mut tree, init, control, signals, args.grace)
+        }
+        None => {
+            let cmd = match spawn_command(&args.command, &mut report) {
+                Ok(cmd) => cmd,
+                Err(code) => return code,
+            };
+            drop(report);
+            let mut tree = Descendants { cmd };
+            reaper::run(&mut tree, cmd, control, signals, args.grace)
+        }
+    }
+}
+
+fn refuse(report: &mut File, why: String) -> u8 {
+    let _ = report.write_all(Report::Refused(why).line().as_bytes());
+    crate::exit::INTERNAL
+}
+
+/// Subreaper mode: the tree is whatever `/proc` shows below the keeper.
+struct Descendants {
+    cmd: Pid,
+}
+
+impl Descendants {
+    fn signal_all(&self, signal: Signal) {
+        for pid in super::tree::descendants(Pid::this()) {
+            let _ = kill(pid, signal);
+        }
+    }
+}
+
+impl Tree for Descendants {
+    fn forward(&mut self, signal: Signal) {
+        let _ = killpg(self.cmd, signal);
+    }
+    fn terminate(&mut self) {
+        self.signal_all(Signal::SIGTERM);
+    }
+    fn kill(&mut self) {
+        self.signal_all(Signal::SIGKILL);
+    }
+}
+
+/// PID-namespace mode: the init does the work inside; SIGKILL to it ends the namespace.
+struct Namespace {
+    init: Pid,
+    to_init: OwnedFd,
+}
+
+impl Namespace {
+    fn send(&self, control: Control) {
+        let _ = nix::unistd::write(self.to_init.as_fd(), &[control.byte()]);
+    }
+}
+
+impl Tree for Namespace {
+    fn forward(&mut self, signal: Signal) {
+        self.send(Control::Forward(signal));
+    }
+    fn terminate(&mut self) {
+        self.send(Control::Terminate);
+    }
+    fn kill(&mut self) {
+        // The kernel kills every process of the namespace when its init dies.
+        let _ = kill(self.init, Signal::SIGKILL);
+    }
+}

@@ -1,0 +1,292 @@
+//! Supervision of the command: every process it starts dies with the tenure.
+//!
+//! tenure starts a keeper (`tenure __keep`, the same binary re-executed), which owns the
+//! command's whole tree and exits only once that tree is empty, with the command's status:
+//!
+//! - **pid-namespace**: the keeper creates a PID namespace (inside a user namespace when it
+//!   may not create one directly) whose PID 1 is tenure's own init (`tenure __init`), the
+//!   command's parent. The kernel kills every process of a namespace when its PID 1 dies; the
+//!   init dies with the keeper, and the keeper with tenure (parent-death signals, SIGKILL), so
+//!   no process can escape, whatever it does, even if tenure is SIGKILLed.
+//! - **subreaper**: where namespaces are not allowed, the keeper is a child subreaper (orphans
+//!   of the tree are re-parented to it, not to the system's init) and kills every descendant
+//!   when its control pipe from tenure closes. This relies on the keeper running: a SIGKILL of
+//!   the keeper itself leaves the tree to the system.
+//!
+//! tenure talks to the keeper over a pipe (see `protocol`): signals to pass on, SIGTERM or
+//! SIGKILL to the whole tree; when tenure dies the pipe closes.
+//!
+//! # Layout
+//! - `protocol`: the hidden subcommands' arguments, control bytes and report lines.
+//! - `keeper`, `init`: the two supervision processes; `reaper`: their common loop.
+//! - `namespace`: creating the PID (and user) namespace; `tree`: descendants from `/proc`.
+
+mod init;
+mod keeper;
+mod namespace;
+mod protocol;
+mod reaper;
+mod tree;
+
+use nix::fcntl::{fcntl, FcntlArg, FdFlag, OFlag};
+use nix::sys::signal::Signal;
+use protocol::{Args, Control, Report, INIT, KEEP};
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::ExitStatus;
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+use tokio::time::{timeout, Instant};
+
+/// How the command's tree is tied to the tenure (`--isolation`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Isolation {
+    /// A PID namespace if this system allows one (also to non-root users, through a user
+    /// namespace), else a subreaper keeper.
+    Auto,
+    /// A PID namespace, or refuse to run.
+    PidNamespace,
+    /// A subreaper keeper, without namespaces.
+    Subreaper,
+}
+
+impl Isolation {
+    fn as_str(self) -> &'static str {
+        match self {
+            Isolation::Auto => "auto",
+            Isolation::PidNamespace => "pid-namespace",
+            Isolation::Subreaper => "subreaper",
+        }
+    }
+
+    fn from_str(s: &str) -> Option<Isolation> {
+        [
+            Isolation::Auto,
+            Isolation::PidNamespace,
+            Isolation::Subreaper,
+        ]
+        .into_iter()
+        .find(|i| i.as_str() == s)
+    }
+}
+
+/// Runs a hidden subcommand (`tenure __keep …`, `tenure __init …`) if that is what this process
+/// was started as; returns its exit code.
+pub fn internal(argv: &[OsString]) -> Option<u8> {
+    let subcommand = argv.get(1)?.to_str()?;
+    if subcommand != KEEP && subcommand != INIT {
+        return None;
+    }
+    let Some(args) = Args::parse(&argv[2..]) else {
+        eprintln!("tenure: {subcommand} is internal to tenure run");
+        return Some(crate::exit::USAGE);
+    };
+    Some(if subcommand == KEEP {
+        keeper::main(args)
+    } else {
+        init::main(args)
+    })
+}
+
+/// Takes ownership of an inherited descriptor and closes it on exec, so that the command does
+/// not inherit it.
+fn take_fd(fd: RawFd) -> OwnedFd {
+    // SAFETY: our parent passed this descriptor, open, for us alone.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let _ = fcntl(fd, FcntlArg::F_SETFD(FdFlag::FD_CLOEXEC));
+    owned
+}
+
+/// Lets a descriptor through the next exec (called between fork and exec: fcntl is
+/// async-signal-safe).
+fn inherit_fd(fd: RawFd) -> io::Result<()> {
+    fcntl(fd, FcntlArg::F_SETFD(FdFlag::empty())).map_err(io::Error::from)?;
+    Ok(())
+}
+
+/// Starts the command in a process group of its own and reports the outcome; on failure
+/// returns the shell's exit code for it (127 not found, 126 not executable).
+fn spawn_command(command: &[OsString], report: &mut File) -> Result<nix::unistd::Pid, u8> {
+    let (program, args) = command.split_first().ok_or(crate::exit::USAGE)?;
+    let mut command = std::process::Command::new(program);
+    command.args(args).process_group(0);
+    // SAFETY: between fork and exec only sigprocmask, which is async-signal-safe.
+    unsafe {
+        command.pre_exec(reaper::unblock_all);
+    }
+    match command.spawn() {
+        Ok(child) => {
+            let _ = report.write_all(Report::Started.line().as_bytes());
+            Ok(nix::unistd::Pid::from_raw(child.id() as i32))
+        }
+        Err(e) => {
+            let errno = e.raw_os_error().unwrap_or(0);
+            let _ = report.write_all(Report::Failed(errno).line().as_bytes());
+            Err(spawn_failure_code(&e))
+        }
+    }
+}
+
+/// The shell's exit code for a command that could not be started.
+pub fn spawn_failure_code(e: &io::Error) -> u8 {
+    match e.kind() {
+        io::ErrorKind::NotFound => 127,
+        io::ErrorKind::PermissionDenied => 126,
+        _ => crate::exit::INTERNAL,
+    }
+}
+
+/// How long tenure waits for the keeper to say the command runs.
+const START_LIMIT: Duration = Duration::from_secs(5);
+
+/// The command, under its keeper.
+pub struct Supervised {
+    keeper: tokio::process::Child,
+    /// Its write end: dropping it (or tenure's death) makes the keeper kill the whole tree.
+    control: File,
+    mode: String,
+    status: Option<ExitStatus>,
+}
+
+impl Supervised {
+    /// Starts `argv` under a keeper with `env` added and stdio passed through; returns once
+    /// the command runs. `grace` is how long processes the command leaves behind when it exits
+    /// get between SIGTERM and SIGKILL.
+    ///
+    /// # Errors
+    /// The exec error of the command (NotFound, PermissionDenied, …), or why the keeper could
+    /// not supervise it (`--isolation pid-namespace` where namespaces are not allowed).
+    pub async fn spawn(
+        argv: &[String],
+        env: &[(&str, String)],
+        isolation: Isolation,
+        grace: Duration,
+    ) -> io::Result<Supervised> {
+        let (control_read, control) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+        let (report, report_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+        let args = Args {
+            control: control_read.as_raw_fd(),
+            report: report_write.as_raw_fd(),
+            grace,
+            isolation,
+            command: argv.iter().map(OsString::from).collect(),
+        };
+        // /proc/self/exe: this very binary, even if the file was replaced since tenure started.
+        let mut command = tokio::process::Command::new("/proc/self/exe");
+        command
+            .arg0("tenure")
+            .args(args.to_argv(KEEP))
+            .envs(env.iter().map(|(k, v)| (*k, v)))
+            // tenure speaks to systemd for the unit (see sd_notify); the command does not.
+            .env_remove("NOTIFY_SOCKET")
+            .process_group(0);
+        let inherit = [control_read.as_raw_fd(), report_write.as_raw_fd()];
+        // SAFETY: the closure runs in the child between fork and exec and only calls fcntl,
+        // which is async-signal-safe.
+        unsafe {
+            command.pre_exec(move || inherit.into_iter().try_for_each(inherit_fd));
+        }
+        let keeper = command.spawn()?;
+        drop((control_read, report_write));
+
+        let mut lines = String::new();
+        let mut report = tokio::net::unix::pipe::Receiver::from_owned_fd(report)?;
+        // The report ends (EOF) once the command has been started: nobody else holds the pipe.
+        let read = timeout(START_LIMIT, report.read_to_string(&mut lines)).await;
+        let mut mode = String::new();
+        let mut outcome = Err(io::Error::other("the keeper did not start the command"));
+        for report in lines.lines().filter_map(Report::parse) {
+            match report {
+                Report::Mode(m) => mode = m,
+                Report::Started => outcome = Ok(()),
+                Report::Failed(errno) => outcome = Err(io::Error::from_raw_os_error(errno)),
+                Report::Refused(why) => outcome = Err(io::Error::other(why)),
+            }
+        }
+        if read.is_err() {
+            outcome = Err(io::Error::other(format!(
+                "the keeper did not start the command within {START_LIMIT:?}"
+            )));
+        }
+        let supervised = Supervised {
+            keeper,
+            control: File::from(control),
+            mode,
+            status: None,
+        };
+        match outcome {
+            Ok(()) => Ok(supervised),
+            Err(e) => {
+                let mut supervised = supervised;
+                supervised.send(Control::Kill);
+                let _ = supervised.keeper.wait().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The supervision in force: `pid-namespace`, `pid-namespace+user` or `subreaper`.
+    pub fn mode(&self) -> &str {
+        &self.mode
+    }
+
+    /// The keeper's pid.
+    pub fn pid(&self) -> i32 {
+        self.keeper.id().map_or(0, |id| id as i32)
+    }
+
+    fn send(&mut self, control: Control) {
+        // A keeper that is gone needs nothing more (its tree is gone too).
+        let _ = self.control.write_all(&[control.byte()]);
+    }
+
+    /// Passes `signal` on to the command's process group.
+    pub fn signal(&mut self, signal: Signal) {
+        self.send(Control::Forward(signal));
+    }
+
+    /// SIGTERM to every process of the tree.
+    pub fn terminate(&mut self) {
+        self.send(Control::Terminate);
+    }
+
+    /// Waits until the command has exited and every process it started is gone; returns the
+    /// command's status (the keeper's exit code carries it: the code, or 128 + the signal).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the status is kept once known.
+    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
+        if let Some(status) = self.status {
+            return Ok(status);
+        }
+        let status = self.keeper.wait().await?;
+        self.status = Some(status);
+        Ok(status)
+    }
+
+    /// Stops the whole tree: SIGTERM, then SIGKILL at `kill_at` at the latest; returns once
+    /// every process of it is gone.
+    pub async fn stop(&mut self, kill_at: Instant) -> io::Result<ExitStatus> {
+        if self.status.is_none() {
+            self.terminate();
+            let grace = kill_at.saturating_duration_since(Instant::now());
+            if let Ok(status) = timeout(grace, self.wait()).await {
+                status?;
+            }
+        }
+        self.send(Control::Kill);
+        self.wait().await
+    }
+}
+
+/// The shell's convention: the exit code, or 128 + the signal that killed it.
+pub fn exit_code(status: ExitStatus) -> u8 {
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code as u8,
+        (None, Some(signal)) => 128u8.saturating_add(signal as u8),
+        (None, None) => crate::exit::INTERNAL,
+    }
+}

@@ -1,0 +1,175 @@
+//! What tenure and its supervision processes (`tenure __keep`, `tenure __init`) say to each
+//! other: their command line, the control bytes sent down a pipe, and the report sent back.
+//!
+//! The control pipe is the parent's lifeline as well as its voice: when its write end closes
+//! (the parent exited or was SIGKILLed), the reader kills the whole tree.
+
+use super::Isolation;
+use nix::sys::signal::Signal;
+use std::ffi::OsString;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+/// The hidden subcommand of the keeper (tenure's child, a subreaper).
+pub const KEEP: &str = "__keep";
+/// The hidden subcommand of the init of a PID namespace (the keeper's child).
+pub const INIT: &str = "__init";
+
+const TERMINATE: u8 = b'T';
+const KILL: u8 = b'K';
+
+/// One byte on the control pipe.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    /// Pass this signal on to the command's process group.
+    Forward(Signal),
+    /// SIGTERM to every process of the tree.
+    Terminate,
+    /// SIGKILL to every process of the tree.
+    Kill,
+}
+
+impl Control {
+    pub fn byte(self) -> u8 {
+        match self {
+            // Signal numbers are below 65, so below both letters.
+            Control::Forward(signal) => signal as u8,
+            Control::Terminate => TERMINATE,
+            Control::Kill => KILL,
+        }
+    }
+
+    pub fn from_byte(byte: u8) -> Option<Control> {
+        match byte {
+            TERMINATE => Some(Control::Terminate),
+            KILL => Some(Control::Kill),
+            n => Signal::try_from(i32::from(n)).ok().map(Control::Forward),
+        }
+    }
+}
+
+/// The command line of a hidden subcommand:
+/// `tenure __keep|__init CONTROL_FD REPORT_FD GRACE_MS ISOLATION -- CMD…`.
+#[derive(Debug, PartialEq)]
+pub struct Args {
+    pub control: RawFd,
+    pub report: RawFd,
+    pub grace: Duration,
+    pub isolation: Isolation,
+    pub command: Vec<OsString>,
+}
+
+impl Args {
+    pub fn to_argv(&self, subcommand: &str) -> Vec<OsString> {
+        let mut argv: Vec<OsString> = vec![
+            subcommand.into(),
+            self.control.to_string().into(),
+            self.report.to_string().into(),
+            self.grace.as_millis().to_string().into(),
+            self.isolation.as_str().into(),
+            "--".into(),
+        ];
+        argv.extend(self.command.iter().cloned());
+        argv
+    }
+
+    /// Parses what follows the subcommand; `None` if it is not what [`to_argv`] writes.
+    ///
+    /// [`to_argv`]: Args::to_argv
+    pub fn parse(rest: &[OsString]) -> Option<Args> {
+        let [control, report, grace, isolation, dashes, command @ ..] = rest else {
+            return None;
+        };
+        if dashes != "--" || command.is_empty() {
+            return None;
+        }
+        Some(Args {
+            control: control.to_str()?.parse().ok()?,
+            report: report.to_str()?.parse().ok()?,
+            grace: Duration::from_millis(grace.to_str()?.parse().ok()?),
+            isolation: Isolation::from_str(isolation.to_str()?)?,
+            command: command.to_vec(),
+        })
+    }
+}
+
+/// One line on the report pipe.
+#[derive(Debug, PartialEq)]
+pub enum Report {
+    /// The supervision in force (written by the keeper first).
+    Mode(String),
+    /// The command runs.
+    Started,
+    /// The command could not be started: the OS error number of its exec.
+    Failed(i32),
+    /// The isolation asked for is not possible here.
+    Refused(String),
+}
+
+impl Report {
+    pub fn line(&self) -> String {
+        match self {
+            Report::Mode(mode) => format!("mode {mode}\n"),
+            Report::Started => "started\n".into(),
+            Report::Failed(errno) => format!("failed {errno}\n"),
+            Report::Refused(why) => format!("refused {}\n", why.replace('\n', " ")),
+        }
+    }
+
+    pub fn parse(line: &str) -> Option<Report> {
+        let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
+        match word {
+            "mode" => Some(Report::Mode(rest.into())),
+            "started" => Some(Report::Started),
+            "failed" => rest.parse().ok().map(Report::Failed),
+            "refused" => Some(Report::Refused(rest.into())),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_bytes_round_trip() {
+        for c in [
+            Control::Forward(Signal::SIGINT),
+            Control::Forward(Signal::SIGTERM),
+            Control::Forward(Signal::SIGHUP),
+            Control::Terminate,
+            Control::Kill,
+        ] {
+            assert_eq!(Control::from_byte(c.byte()), Some(c));
+        }
+        assert_eq!(Control::from_byte(0), None);
+    }
+
+    #[test]
+    fn args_round_trip() {
+        let args = Args {
+            control: 5,
+            report: 7,
+            grace: Duration::from_millis(200),
+            isolation: Isolation::Subreaper,
+            command: vec!["sh".into(), "-c".into(), "echo -- hi".into()],
+        };
+        let argv = args.to_argv(KEEP);
+        assert_eq!(argv[0], KEEP);
+        assert_eq!(Args::parse(&argv[1..]), Some(args));
+        assert_eq!(Args::parse(&argv[1..6]), None, "no command");
+    }
+
+    #[test]
+    fn reports_round_trip() {
+        for r in [
+            Report::Mode("pid-namespace".into()),
+            Report::Started,
+            Report::Failed(2),
+            Report::Refused("unshare: EPERM".into()),
+        ] {
+            assert_eq!(Report::parse(r.line().trim_end()), Some(r));
+        }
+    }
+}

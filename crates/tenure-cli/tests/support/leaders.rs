@@ -1,0 +1,298 @@
+//! `tenure run` as real processes: the database of one test, and the intervals its children
+//! logged.
+//!
+//! Each child appends `start`/`stop` lines with a CLOCK_MONOTONIC timestamp, its term and
+//! (outer) pid to a shared file; children killed without a chance to write `stop` end when the
+//! test saw them gone (an upper bound).
+
+use super::child::{child_program, mono_ns};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub const TTL_MS: u64 = 2000;
+
+pub struct Backend {
+    pub kind: &'static str,
+    pub url: String,
+    pub prefix: String,
+    pub dir: tempfile::TempDir,
+}
+
+pub fn backend(kind: &'static str) -> Option<Backend> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = match kind {
+        "sqlite" => format!("sqlite://{}", dir.path().join("t.db").display()),
+        "postgres" => std::env::var("TENURE_TEST_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into()),
+        _ => std::env::var("TENURE_TEST_MYSQL_URL")
+            .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into()),
+    };
+    let prefix = format!("r{}_", std::process::id() as u64 * 1000 + rand_suffix());
+    let b = Backend {
+        kind,
+        url,
+        prefix,
+        dir,
+    };
+    // Reachability: `tenure status` exits 69 when the server is down.
+    let status = b.tenure(&["status"]).output().expect("run tenure");
+    match status.status.code() {
+        Some(0) => Some(b),
+        Some(69) if std::env::var("CI").as_deref() != Ok("true") => {
+            eprintln!("SKIPPED: {kind} server not reachable; set CI=true to make this fail");
+            None
+        }
+        _ => panic!(
+            "{kind} unavailable: {}",
+            String::from_utf8_lossy(&status.stderr)
+        ),
+    }
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::SeqCst) + (mono_ns() as u64 % 1000) * 10
+}
+
+impl Backend {
+    pub fn tenure(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_tenure"));
+        c.env("TENURE_DATABASE_URL", &self.url)
+            .env("TENURE_TABLE_PREFIX", &self.prefix)
+            .env_remove("TENURE_LOG")
+            .args(args);
+        c
+    }
+
+    pub fn log(&self) -> PathBuf {
+        self.dir.path().join("children.log")
+    }
+
+    /// `tenure run NAME --candidate ID [extra] -- child LOG ID MODE CODE`.
+    pub fn run(&self, name: &str, id: &str, extra: &[&str], mode: &str, code: i32) -> Child {
+        let log = self.log();
+        let code = code.to_string();
+        let command = [
+            child_program().to_str().unwrap(),
+            log.to_str().unwrap(),
+            id,
+            mode,
+            &code,
+        ];
+        self.run_command(name, id, extra, &command)
+            .spawn()
+            .expect("spawn tenure run")
+    }
+
+    /// `tenure run NAME --ttl TTL --candidate ID [extra] -- COMMAND…`, its stderr in
+    /// `ID.stderr`, ready to spawn.
+    pub fn run_command(&self, name: &str, id: &str, extra: &[&str], command: &[&str]) -> Command {
+        let ttl = format!("{TTL_MS}ms");
+        let mut args = vec!["run", name, "--ttl", &ttl, "--candidate", id];
+        args.extend_from_slice(extra);
+        args.push("--");
+        args.extend_from_slice(command);
+        let stderr = std::fs::File::create(self.dir.path().join(format!("{id}.stderr"))).unwrap();
+        let mut c = self.tenure(&args);
+        c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
+        c
+    }
+
+    pub fn stderr_of(&self, id: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("{id}.stderr"))).unwrap_or_default()
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Interval {
+    pub label: String,
+    pub pid: i32,
+    pub term: u64,
+    pub start: i64,
+    pub stop: Option<i64>,
+}
+
+/// Reads the children's log, and tracks when children without a `stop` line were seen gone.
+pub struct Children {
+    log: PathBuf,
+    seen_dead: BTreeMap<i32, i64>,
+}
+
+impl Children {
+    pub fn new(log: &Path) -> Children {
+        Children {
+            log: log.to_path_buf(),
+            seen_dead: BTreeMap::new(),
+        }
+    }
+
+    pub fn intervals(&mut self) -> Vec<Interval> {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let mut by_pid: BTreeMap<i32, Interval> = BTreeMap::new();
+        for line in text.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (at, term, pid) = (
+                f[1].parse().unwrap(),
+                f[2].parse().unwrap(),
+                f[3].parse().unwrap(),
+            );
+            match f[0] {
+                "start" => {
+                    by_pid.insert(
+                        pid,
+                        Interval {
+                            label: f[4].into(),
+                            pid,
+                            term,
+                            start: at,
+                            stop: None,
+                        },
+                    );
+                }
+                _ => by_pid.get_mut(&pid).expect("stop after start").stop = Some(at),
+            }
+        }
+        for i in by_pid.values_mut() {
+            if i.stop.is_none() {
+                if let Some(&dead) = self.seen_dead.get(&i.pid) {
+                    i.stop = Some(dead);
+                } else if !alive(i.pid) {
+                    let now = mono_ns();
+                    self.seen_dead.insert(i.pid, now);
+                    i.stop = Some(now);
+                }
+            }
+        }
+        by_pid.into_values().collect()
+    }
+
+    /// Every tenure's stderr, for failure messages.
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        if let Ok(dir) = std::fs::read_dir(self.log.parent().unwrap()) {
+            for entry in dir.flatten() {
+                let path = entry.path();
+                if path.extension().is_some_and(|e| e == "stderr") {
+                    let text = std::fs::read_to_string(&path).unwrap_or_default();
+                    out.push_str(&format!("--- {}\n{text}", path.display()));
+                }
+            }
+        }
+        out
+    }
+
+    pub fn running(&mut self) -> Vec<Interval> {
+        self.intervals()
+            .into_iter()
+            .filter(|i| i.stop.is_none())
+            .collect()
+    }
+
+    /// Polls until `cond` holds on the intervals, or panics after `within`.
+    pub fn wait_until(
+        &mut self,
+        within: Duration,
+        what: &str,
+        cond: impl Fn(&[Interval]) -> bool,
+    ) -> Vec<Interval> {
+        let until = mono_ns() + within.as_nanos() as i64;
+        loop {
+            let now = self.intervals();
+            if cond(&now) {
+                return now;
+            }
+            if mono_ns() >= until {
+                panic!(
+                    "{what} did not happen within {within:?}: {now:#?}\n{}",
+                    self.logs()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    pub fn assert_disjoint(&mut self) {
+        let all = self.intervals();
+        for (i, a) in all.iter().enumerate() {
+            for b in &all[i + 1..] {
+                let a_end = a.stop.unwrap_or(i64::MAX);
+                let b_end = b.stop.unwrap_or(i64::MAX);
+                assert!(
+                    a_end <= b.start || b_end <= a.start,
+                    "children overlap: {a:?} and {b:?}"
+                );
+            }
+        }
+    }
+}
+
+pub fn alive(pid: i32) -> bool {
+    // A zombie has exited: it runs no code any more.
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
+        Err(_) => false,
+    }
+}
+
+pub fn wait_exit(child: &mut Child, within: Duration) -> i32 {
+    let until = mono_ns() + within.as_nanos() as i64;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code().unwrap_or(-1);
+        }
+        assert!(mono_ns() < until, "tenure did not exit within {within:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+pub fn stop(mut child: Child) {
+    let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+    let _ = wait_exit(&mut child, Duration::from_secs(10));
+}
+
+pub fn ms(ns: i64) -> i64 {
+    ns / 1_000_000
+}
+
+/// Test children still running when the test ends (it failed, or the code under test let them
+/// escape) are SIGKILLed, so that a failing test leaves nothing behind on the machine.
+impl Drop for Children {
+    fn drop(&mut self) {
+        let program = child_program().to_string_lossy().into_owned();
+        for i in self.intervals() {
+            let ours = std::fs::read(format!("/proc/{}/cmdline", i.pid))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&program));
+            if i.stop.is_none() && ours {
+                let _ = kill(Pid::from_raw(i.pid), Signal::SIGKILL);
+            }
+        }
+    }
+}
+
+/// A `tenure` process SIGKILLed when the test ends without having waited for it.
+pub struct Tenure(pub Child);
+
+impl Tenure {
+    pub fn pid(&self) -> Pid {
+        Pid::from_raw(self.0.id() as i32)
+    }
+}
+
+impl Drop for Tenure {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
