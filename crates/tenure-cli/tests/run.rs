@@ -299,17 +299,14 @@ fn demote_moves_the_lead(kind: &'static str) {
 
 mod demote_moves {
     #[test]
-    #[ignore = "needs the elector hold-off from main"]
     fn sqlite() {
         super::demote_moves_the_lead("sqlite")
     }
     #[test]
-    #[ignore = "needs the elector hold-off from main"]
     fn postgres() {
         super::demote_moves_the_lead("postgres")
     }
     #[test]
-    #[ignore = "needs the elector hold-off from main"]
     fn mysql() {
         super::demote_moves_the_lead("mysql")
     }
