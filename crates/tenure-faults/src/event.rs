@@ -29,7 +29,14 @@ pub enum Kind {
     /// A campaign was answered: the effect and the lease's term.
     CampaignAnswered { effect: String, term: u64 },
     /// The node learned it leads with `term`; its belief lasts until `deadline` (monotonic ns).
-    Gained { term: u64, deadline: u64 },
+    /// `holder` is the holder id the database knows it by, when that is not the node's own
+    /// name (a lock guard of a process, or a candidate id shared by several nodes).
+    Gained {
+        term: u64,
+        deadline: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        holder: Option<String>,
+    },
     /// A renewal moved the deadline.
     Renewed { term: u64, deadline: u64 },
     /// The tenure ended locally.
@@ -70,8 +77,13 @@ pub struct Event {
     pub t: u64,
     /// The wall clock as the writing process saw it (milliseconds since the epoch).
     pub wall_ms: i64,
-    /// The node id, or `nemesis`.
+    /// The node id, or `nemesis`; in a lock workload, the lock guard (`n1.1/t2#5`: node, task,
+    /// acquisition).
     pub node: String,
+    /// The lock (lease) name the event is about, in a lock workload; `None` for the elector's
+    /// one election name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<String>,
     #[serde(flatten)]
     pub kind: Kind,
 }
@@ -99,12 +111,27 @@ impl EventLog {
 
     /// Records `kind` at `t` (monotonic ns).
     pub fn record_at(&self, t: u64, kind: Kind) {
-        let event = Event {
+        self.write(Event {
             t,
             wall_ms: crate::clock::wall_ms(),
             node: self.node.clone(),
+            lock: None,
             kind,
-        };
+        });
+    }
+
+    /// Records `kind` now, about `lock`, by `guard` (a lock guard of this node).
+    pub fn record_lock(&self, guard: &str, lock: &str, kind: Kind) {
+        self.write(Event {
+            t: crate::clock::now_ns(),
+            wall_ms: crate::clock::wall_ms(),
+            node: guard.to_string(),
+            lock: Some(lock.to_string()),
+            kind,
+        });
+    }
+
+    fn write(&self, event: Event) {
         let mut line = serde_json::to_vec(&event).expect("events serialize");
         line.push(b'\n');
         let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());

@@ -77,6 +77,19 @@ pub fn details(outcomes: &[Outcome]) -> String {
         for note in &o.notes {
             let _ = writeln!(out, "{head}: {note}");
         }
+        if !o.verdict.violations.is_empty() {
+            let mut by: std::collections::BTreeMap<&str, usize> = Default::default();
+            for x in &o.verdict.violations {
+                *by.entry(x.invariant).or_default() += 1;
+            }
+            let counts: Vec<String> = by.iter().map(|(i, n)| format!("{i} ×{n}")).collect();
+            let _ = writeln!(
+                out,
+                "{head}: {} violations ({})",
+                o.verdict.violations.len(),
+                counts.join(", ")
+            );
+        }
         for x in o.verdict.violations.iter().take(10) {
             let _ = writeln!(out, "{head}: VIOLATION {}: {}", x.invariant, x.detail);
         }

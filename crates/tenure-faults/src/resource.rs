@@ -1,8 +1,9 @@
 //! The protected resources: one register table with two rows, written by the leaders.
 //!
-//! Row 1 is the **fenced** register: written inside a transaction that first calls the
-//! backend's `fence` for the writer's term. Row 2 is the **negative control**: the same write on
-//! the writer's belief alone. Every write records the write it replaced (`prev_*`), read back
+//! Each lease the nodes hold (the election, or each lock and semaphore permit of the lock
+//! workload) has a **slot** of two rows. Row `2·slot + 1` is the **fenced** register: written
+//! inside a transaction that first calls the backend's `fence` for the writer's term. Row
+//! `2·slot + 2` is the **negative control**: the same write on the writer's belief alone. Every write records the write it replaced (`prev_*`), read back
 //! in the same transaction while the row is locked, so the history shows each resource's full
 //! order of writes and the checker can see a lower term land after a higher one.
 
@@ -30,8 +31,8 @@ pub enum Db {
     Sqlite(Arc<SqliteBackend>),
 }
 
-/// The `CREATE TABLE` of the register table and its two rows, for the runner.
-pub fn setup_sql(kind: BackendKind, table: &str) -> Vec<String> {
+/// The `CREATE TABLE` of the register table and the two rows of each of `slots`, for the runner.
+pub fn setup_sql(kind: BackendKind, table: &str, slots: u32) -> Vec<String> {
     let text = if kind == BackendKind::MySql {
         "VARCHAR(64)"
     } else {
@@ -42,7 +43,7 @@ pub fn setup_sql(kind: BackendKind, table: &str) -> Vec<String> {
          seq BIGINT NOT NULL, prev_node {text} NOT NULL, prev_term BIGINT NOT NULL, \
          prev_seq BIGINT NOT NULL)"
     )];
-    for id in [1, 2] {
+    for id in 1..=2 * i64::from(slots) {
         sql.push(format!(
             "INSERT INTO {table} VALUES ({id}, '', 0, 0, '', 0, 0)"
         ));
@@ -50,11 +51,12 @@ pub fn setup_sql(kind: BackendKind, table: &str) -> Vec<String> {
     sql
 }
 
-fn row(resource: Resource) -> i64 {
-    match resource {
-        Resource::Fenced => 1,
-        Resource::Unfenced => 2,
-    }
+fn row(slot: u32, resource: Resource) -> i64 {
+    2 * i64::from(slot)
+        + match resource {
+            Resource::Fenced => 1,
+            Resource::Unfenced => 2,
+        }
 }
 
 /// The write: `SET prev = current, current = new` (MySQL assigns left to right, the others
@@ -110,12 +112,13 @@ impl Db {
         })
     }
 
-    /// Writes `(node, term, seq)` into `resource`. The fenced register first checks the lease
-    /// with `fence` in the same transaction; `inside` runs in the transaction after that check
-    /// and before the write (the SQLite stop-in-transaction fault uses it).
+    /// Writes `(node, term, seq)` into `resource` of `slot`. The fenced register first checks
+    /// the lease with `fence` in the same transaction; `inside` runs in the transaction after
+    /// that check and before the write (the SQLite stop-in-transaction fault uses it).
     pub async fn write(
         &self,
         table: &str,
+        slot: u32,
         resource: Resource,
         lease: (&str, &str),
         write: (&str, u64, u64),
@@ -137,12 +140,12 @@ impl Db {
                     .bind(write.0)
                     .bind(write.1 as i64)
                     .bind(write.2 as i64)
-                    .bind(row(resource))
+                    .bind(row(slot, resource))
                     .execute(&mut *tx)
                     .await
                     .map_err(|e| e.to_string())?;
                 let (node, term, seq): (String, i64, i64) = sqlx::query_as(&select)
-                    .bind(row(resource))
+                    .bind(row(slot, resource))
                     .fetch_one(&mut *tx)
                     .await
                     .map_err(|e| e.to_string())?;

@@ -25,47 +25,71 @@ pub enum Fault {
     Clock,
     /// SQLite: the leader stops itself (SIGSTOP) inside its fenced write transaction.
     StopInTransaction,
+    /// SIGKILL a random node (a lock workload has no one leader); its slot restarts at once.
+    KillAny,
+}
+
+/// What each node process runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Workload {
+    /// One elector on the scenario's election name; two loops of writes while it leads.
+    Elector,
+    /// One `Locks` with several tasks churning a few lock names and a semaphore: a guard is
+    /// released, dropped or forgotten and another task of the same process relocks at once
+    /// (`node/locks.rs`).
+    Locks,
 }
 
 #[derive(Clone, Copy, Debug)]
 pub struct Scenario {
     pub name: &'static str,
     pub fault: Fault,
+    pub workload: Workload,
+    /// Every node (and every restarted incarnation) campaigns with one candidate / holder id.
+    pub shared_id: bool,
 }
+
+const fn elector(name: &'static str, fault: Fault) -> Scenario {
+    Scenario {
+        name,
+        fault,
+        workload: Workload::Elector,
+        shared_id: false,
+    }
+}
+
+/// The scenarios that check one believer per lease at the client edge (a holder id shared by
+/// tasks or processes): they run on every backend in `tenure-faults run`, and on SQLite in the
+/// workspace test.
+pub const CLIENT_EDGE: &[&str] = &["same-id", "locks", "locks-same-id"];
 
 /// Every scenario, in the order they run.
 pub const ALL: &[Scenario] = &[
+    elector("kill", Fault::Kill),
+    elector("pause", Fault::Pause),
+    elector("starve", Fault::Starve),
+    elector("proxy", Fault::Proxy),
+    elector("sessions", Fault::Sessions),
+    elector("restart", Fault::Restart),
+    elector("clock", Fault::Clock),
+    elector("stop-in-tx", Fault::StopInTransaction),
     Scenario {
-        name: "kill",
+        name: "same-id",
         fault: Fault::Kill,
+        workload: Workload::Elector,
+        shared_id: true,
     },
     Scenario {
-        name: "pause",
-        fault: Fault::Pause,
+        name: "locks",
+        fault: Fault::KillAny,
+        workload: Workload::Locks,
+        shared_id: false,
     },
     Scenario {
-        name: "starve",
-        fault: Fault::Starve,
-    },
-    Scenario {
-        name: "proxy",
-        fault: Fault::Proxy,
-    },
-    Scenario {
-        name: "sessions",
-        fault: Fault::Sessions,
-    },
-    Scenario {
-        name: "restart",
-        fault: Fault::Restart,
-    },
-    Scenario {
-        name: "clock",
-        fault: Fault::Clock,
-    },
-    Scenario {
-        name: "stop-in-tx",
-        fault: Fault::StopInTransaction,
+        name: "locks-same-id",
+        fault: Fault::KillAny,
+        workload: Workload::Locks,
+        shared_id: true,
     },
 ];
 
@@ -111,7 +135,8 @@ impl Scenario {
                 exclusive: kind != BackendKind::Sqlite,
                 ..Expect::default()
             },
-            Fault::Proxy | Fault::Sessions | Fault::Restart => Expect {
+            // No pause, no clock fault: one believer per lease (per permit) at every moment.
+            Fault::Proxy | Fault::Sessions | Fault::Restart | Fault::KillAny => Expect {
                 exclusive: true,
                 ..Expect::default()
             },

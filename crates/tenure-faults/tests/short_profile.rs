@@ -5,7 +5,9 @@
 //! `TENURE_TEST_MYSQL_URL` (default: the local servers); when one is unreachable the test skips
 //! it with a printed reason, except under `CI=true`, where that fails. The server-restart
 //! scenario restarts the local servers, so it runs only under `CI=true` or with
-//! `TENURE_FAULTS_RESTART=1` (and as root on the machine that runs them).
+//! `TENURE_FAULTS_RESTART=1` (and as root on the machine that runs them). The client-edge
+//! scenarios (`scenario::CLIENT_EDGE`: one candidate id in several nodes, the lock workload)
+//! run here on SQLite only, to keep the test short; `tenure-faults run` runs them everywhere.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -58,7 +60,11 @@ async fn short_profile_finds_no_violation_and_catches_the_negative_control() {
         .await,
     );
 
-    let mut only: Vec<String> = scenario::ALL.iter().map(|s| s.name.to_string()).collect();
+    let mut only: Vec<String> = scenario::ALL
+        .iter()
+        .map(|s| s.name.to_string())
+        .filter(|s| !scenario::CLIENT_EDGE.contains(&s.as_str()))
+        .collect();
     let restart_allowed = ci() || std::env::var("TENURE_FAULTS_RESTART").is_ok_and(|v| v == "1");
     let cannot = targets
         .iter()
@@ -90,16 +96,26 @@ async fn short_profile_finds_no_violation_and_catches_the_negative_control() {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(rand::random);
     eprintln!("tenure-faults: short profile, seed {seed} (TENURE_FAULTS_SEED reruns it)");
-    let outcomes = profile::run_all(&targets, &settings, seed, &only, |o| {
+    let progress = |o: &tenure_faults::runner::Outcome| {
         eprintln!(
-            "  {:<11} {:?}: {} in {:.1} s",
+            "  {:<13} {:?}: {} in {:.1} s",
             o.scenario,
             o.backend,
             if o.passed() { "pass" } else { "FAIL" },
             o.took.as_secs_f64()
         )
-    })
-    .await;
+    };
+    let mut outcomes = profile::run_all(&targets, &settings, seed, &only, progress).await;
+    let edge: Vec<String> = scenario::CLIENT_EDGE
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let sqlite: Vec<Target> = targets
+        .iter()
+        .filter(|t| t.kind == BackendKind::Sqlite)
+        .cloned()
+        .collect();
+    outcomes.extend(profile::run_all(&sqlite, &settings, seed, &edge, progress).await);
     let table = report::table(&outcomes);
     let details = report::details(&outcomes);
     eprintln!("{table}\n{details}");
@@ -109,7 +125,8 @@ async fn short_profile_finds_no_violation_and_catches_the_negative_control() {
         .iter()
         .filter(|s| only.iter().any(|o| o == s.name))
         .map(|s| targets.iter().filter(|t| s.applies_to(t.kind)).count())
-        .sum();
+        .sum::<usize>()
+        + scenario::CLIENT_EDGE.len();
     assert_eq!(outcomes.len(), expected);
     assert!(
         outcomes.iter().all(|o| o.passed()),

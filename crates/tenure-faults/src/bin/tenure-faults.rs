@@ -12,6 +12,7 @@ use std::time::Duration;
 use tenure::BackendKind;
 use tenure_faults::profile::{self, Profile};
 use tenure_faults::runner::{Settings, Target};
+use tenure_faults::scenario::Workload;
 use tenure_faults::{dbserver, node, report};
 
 #[derive(Parser)]
@@ -30,7 +31,8 @@ enum Command {
         /// Comma-separated: sqlite, postgres, mysql.
         #[arg(long, value_delimiter = ',', default_value = "sqlite,postgres,mysql")]
         backends: Vec<String>,
-        /// Only these scenarios (kill, pause, starve, proxy, sessions, restart, clock, stop-in-tx).
+        /// Only these scenarios (kill, pause, starve, proxy, sessions, restart, clock, stop-in-tx,
+        /// same-id, locks, locks-same-id).
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
         /// The seed of the nemesis's choices (random if not given; printed either way).
@@ -63,6 +65,17 @@ enum Command {
         name: String,
         #[arg(long)]
         id: String,
+        /// The candidate / holder id (default: `--id`).
+        #[arg(long)]
+        candidate: Option<String>,
+        #[arg(long, value_enum, default_value = "elector")]
+        workload: Workload,
+        /// Lock workload: how many lock names.
+        #[arg(long, default_value_t = 2)]
+        locks: u32,
+        /// Lock workload: the semaphore's permits.
+        #[arg(long, default_value_t = 2)]
+        permits: u32,
         #[arg(long)]
         events: PathBuf,
         #[arg(long)]
@@ -96,6 +109,10 @@ fn main() -> ExitCode {
             url,
             name,
             id,
+            candidate,
+            workload,
+            locks,
+            permits,
             events,
             ttl_ms,
             table,
@@ -104,8 +121,15 @@ fn main() -> ExitCode {
         } => {
             let config = node::NodeConfig {
                 url,
+                locks: node::locks::LockSet {
+                    base: name.clone(),
+                    locks,
+                    permits,
+                },
                 name,
+                candidate: candidate.unwrap_or_else(|| id.clone()),
                 id,
+                workload,
                 events,
                 ttl: Duration::from_millis(ttl_ms),
                 table,

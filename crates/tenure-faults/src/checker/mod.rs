@@ -17,6 +17,7 @@
 //! - **I5** after a crash-like fault of the leader (SIGKILL, SIGSTOP), another node leads within
 //!   the bound of P6.
 
+pub mod locks;
 #[cfg(test)]
 mod tests;
 
@@ -81,6 +82,8 @@ impl Verdict {
 #[derive(Clone, Debug)]
 struct Tenure {
     node: String,
+    /// The holder id the database knows the node by.
+    holder: String,
     term: u64,
     gained: u64,
     stepped_down: Option<u64>,
@@ -119,11 +122,16 @@ fn tenures(history: &[Event]) -> Vec<Tenure> {
     let mut by_key: BTreeMap<(String, u64), Tenure> = BTreeMap::new();
     for e in history {
         match &e.kind {
-            Kind::Gained { term, deadline } => {
+            Kind::Gained {
+                term,
+                deadline,
+                holder,
+            } => {
                 by_key
                     .entry((e.node.clone(), *term))
                     .or_insert_with(|| Tenure {
                         node: e.node.clone(),
+                        holder: holder.clone().unwrap_or_else(|| e.node.clone()),
                         term: *term,
                         gained: e.t,
                         stepped_down: None,
@@ -202,12 +210,12 @@ fn check_terms(history: &[Event], tenures: &[Tenure], db: &[DbAcquisition], v: &
     let db_terms: HashMap<u64, &str> = db.iter().map(|a| (a.term, a.holder.as_str())).collect();
     for t in tenures {
         match db_terms.get(&t.term) {
-            Some(holder) if *holder == t.node => {}
+            Some(holder) if *holder == t.holder => {}
             Some(holder) => v.violations.push(violation(
                 "I1",
                 format!(
-                    "{} believed it gained term {}, the database gave it to {holder}",
-                    t.node, t.term
+                    "{} ({}) believed it gained term {}, the database gave it to {holder}",
+                    t.node, t.holder, t.term
                 ),
             )),
             // Not every tenure begins with an acquisition row if history was trimmed; only a

@@ -11,6 +11,7 @@ fn at(t_ms: u64, node: &str, kind: Kind) -> Event {
         t: t_ms * MS,
         wall_ms: 0,
         node: node.to_string(),
+        lock: None,
         kind,
     }
 }
@@ -22,6 +23,7 @@ fn gained(t: u64, node: &str, term: u64, deadline: u64) -> Event {
         Kind::Gained {
             term,
             deadline: deadline * MS,
+            holder: None,
         },
     )
 }

@@ -1,5 +1,7 @@
 //! A node: one elector on the library, and while it leads, two loops of protected operations
 //! (the fenced register and the unfenced negative control), every step recorded in its history.
+//! Or, in the lock workload ([`locks`]), one `Locks` with several tasks doing the same under
+//! lock guards.
 //!
 //! The node uses the library the way an application would: it waits for a [`LeaderGuard`],
 //! checks [`LeaderGuard::is_lost`] before each operation, "works" for a while, then writes.
@@ -8,10 +10,12 @@
 //! both into stale writes: the fence must refuse one, the checker must catch the other.
 
 mod capture;
+pub mod locks;
 
 use crate::clock;
 use crate::event::{EventLog, Kind, Resource};
 use crate::resource::Db;
+use crate::scenario::Workload;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -26,7 +30,14 @@ use tracing_subscriber::Layer;
 pub struct NodeConfig {
     pub url: String,
     pub name: String,
+    /// The node's name in the history (`n1.2`: slot 1, second incarnation).
     pub id: String,
+    /// The candidate (or lock holder) id it campaigns with: its own `id`, unless the scenario
+    /// gives several nodes one id.
+    pub candidate: String,
+    pub workload: Workload,
+    /// The lock workload's locks and permits (ignored by the elector).
+    pub locks: locks::LockSet,
     pub events: PathBuf,
     pub ttl: Duration,
     pub table: String,
@@ -57,20 +68,28 @@ pub async fn run(config: NodeConfig) -> Result<(), String> {
     let (db, store) = Db::connect(&config.url, timing.db_timeout())
         .await
         .map_err(|e| e.to_string())?;
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| e.to_string())?;
+    let config = Arc::new(config);
+    if config.workload == Workload::Locks {
+        let set = config.locks.clone();
+        return tokio::select! {
+            ended = locks::run(config, set, db, store, log) => ended,
+            _ = term.recv() => Ok(()),
+            _ = tokio::signal::ctrl_c() => Ok(()),
+        };
+    }
     let elector = Elector::builder(store, &config.name)
-        .candidate(&config.id)
+        .candidate(&config.candidate)
         .timing(timing)
         .spawn()
         .map_err(|e| e.to_string())?;
     tokio::spawn(record_renewals(elector.role(), log.clone()));
-    let config = Arc::new(config);
     let leading = async {
         while let Ok(guard) = elector.leader().await {
             lead(guard, &db, &log, &config).await;
         }
     };
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| e.to_string())?;
     tokio::select! {
         () = leading => {}
         _ = term.recv() => {}
@@ -106,6 +125,7 @@ async fn lead(guard: LeaderGuard, db: &Db, log: &Arc<EventLog>, config: &Arc<Nod
     log.record(Kind::Gained {
         term,
         deadline: clock::instant_ns(guard.deadline()),
+        holder: (config.candidate != config.id).then(|| config.candidate.clone()),
     });
     let seq = Arc::new(AtomicU64::new(0));
     let fenced = tokio::spawn(operate(
@@ -168,36 +188,49 @@ async fn operate(
                 let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
             }
         };
-        let lease = (config.name.as_str(), config.id.as_str());
+        let lease = (config.name.as_str(), config.candidate.as_str());
         let write = db.write(
             &config.table,
+            0,
             resource,
             lease,
             (config.id.as_str(), term, seq),
             inside,
         );
-        let kind = match tokio::time::timeout(bound, write).await {
-            Ok(Ok(prev)) => Kind::OpAccepted {
-                resource,
-                term,
-                seq,
-                prev_node: prev.node,
-                prev_term: prev.term,
-                prev_seq: prev.seq,
-            },
-            Ok(Err(error)) => Kind::OpRejected {
-                resource,
-                term,
-                seq,
-                error,
-            },
-            Err(_) => Kind::OpRejected {
-                resource,
-                term,
-                seq,
-                error: format!("no answer within {bound:?} (outcome unknown)"),
-            },
-        };
+        let kind = answered(bound, write, resource, term, seq).await;
         log.record(kind);
+    }
+}
+
+/// The history event of one write: accepted (with the write it replaced) or rejected, where no
+/// answer within `bound` is a rejection of unknown outcome.
+async fn answered(
+    bound: Duration,
+    write: impl std::future::Future<Output = Result<crate::resource::Prev, String>>,
+    resource: Resource,
+    term: u64,
+    seq: u64,
+) -> Kind {
+    match tokio::time::timeout(bound, write).await {
+        Ok(Ok(prev)) => Kind::OpAccepted {
+            resource,
+            term,
+            seq,
+            prev_node: prev.node,
+            prev_term: prev.term,
+            prev_seq: prev.seq,
+        },
+        Ok(Err(error)) => Kind::OpRejected {
+            resource,
+            term,
+            seq,
+            error,
+        },
+        Err(_) => Kind::OpRejected {
+            resource,
+            term,
+            seq,
+            error: format!("no answer within {bound:?} (outcome unknown)"),
+        },
     }
 }

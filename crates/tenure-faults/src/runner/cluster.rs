@@ -2,9 +2,12 @@
 //! kill and respawn, stop, and collect the history.
 
 use crate::checker::DbAcquisition;
-use crate::event::{self, Event, EventLog};
+use crate::event::{self, Event, EventLog, Kind};
+use crate::node::locks::LockSet;
 use crate::proxy::Proxy;
 use crate::resource::{self, Db};
+use crate::scenario::{Fault, Scenario, Workload};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -29,9 +32,14 @@ pub struct Settings {
     pub duration: Duration,
 }
 
+/// The one candidate id of every node in a shared-id scenario.
+pub const SHARED_ID: &str = "shared-id";
+
 /// One node process (one incarnation of a slot).
 pub struct Node {
     pub id: String,
+    /// The candidate / holder id it campaigns with.
+    pub candidate: String,
     pub slot: usize,
     pub child: Child,
     pub events: PathBuf,
@@ -52,6 +60,10 @@ pub struct Cluster {
     pub kind: BackendKind,
     pub url: String,
     pub name: String,
+    pub workload: Workload,
+    /// The lock workload's leases (unused by the elector workload).
+    pub locks: LockSet,
+    pub shared_id: bool,
     pub table: String,
     pub settings: Settings,
     pub nemesis: EventLog,
@@ -74,10 +86,20 @@ impl Cluster {
         target: &Target,
         settings: &Settings,
         dir: &Path,
-        scenario: &str,
-        proxied: bool,
+        scenario: &Scenario,
         env: Vec<(String, String)>,
     ) -> Result<Cluster, String> {
+        let proxied = scenario.fault == Fault::Proxy;
+        let name = unique(&format!("faults-{}-", scenario.name));
+        let locks = LockSet {
+            base: name.clone(),
+            locks: 2,
+            permits: 2,
+        };
+        let slots = match scenario.workload {
+            Workload::Elector => 1,
+            Workload::Locks => locks.slots(),
+        };
         let url = match target.kind {
             BackendKind::Sqlite => format!("sqlite://{}", dir.join("faults.db").display()),
             _ => target.url.clone(),
@@ -87,7 +109,7 @@ impl Cluster {
             .map_err(|e| e.to_string())?;
         store.backend().migrate().await.map_err(|e| e.to_string())?;
         let table = unique("tf_register_");
-        for sql in resource::setup_sql(target.kind, &table) {
+        for sql in resource::setup_sql(target.kind, &table, slots) {
             db.execute(&sql).await?;
         }
         let mut proxies = Vec::new();
@@ -101,7 +123,10 @@ impl Cluster {
             dir: dir.to_path_buf(),
             kind: target.kind,
             url,
-            name: unique(&format!("faults-{scenario}-")),
+            name,
+            workload: scenario.workload,
+            locks,
+            shared_id: scenario.shared_id,
             table,
             settings: settings.clone(),
             nemesis: EventLog::create(&dir.join("nemesis.jsonl"), "nemesis")
@@ -128,6 +153,15 @@ impl Cluster {
     pub fn spawn(&mut self, slot: usize) -> Result<(), String> {
         self.incarnations[slot] += 1;
         let id = format!("n{}.{}", slot + 1, self.incarnations[slot]);
+        let candidate = if self.shared_id {
+            SHARED_ID.to_string()
+        } else {
+            id.clone()
+        };
+        let workload = match self.workload {
+            Workload::Elector => "elector",
+            Workload::Locks => "locks",
+        };
         let events = self.dir.join(format!("{id}.jsonl"));
         let url = match self.proxies.get(slot) {
             Some(proxy) => via(&self.url, proxy.addr())?,
@@ -138,6 +172,9 @@ impl Cluster {
         let child = Command::new(&self.settings.exe)
             .arg("node")
             .args(["--url", &url, "--name", &self.name, "--id", &id])
+            .args(["--candidate", &candidate, "--workload", workload])
+            .args(["--locks", &self.locks.locks.to_string()])
+            .args(["--permits", &self.locks.permits.to_string()])
             .arg("--events")
             .arg(&events)
             .args(["--ttl-ms", &self.settings.ttl.as_millis().to_string()])
@@ -153,6 +190,7 @@ impl Cluster {
             .map_err(|e| format!("{}: {e}", self.settings.exe.display()))?;
         self.nodes.push(Node {
             id,
+            candidate,
             slot,
             child,
             events,
@@ -161,7 +199,9 @@ impl Cluster {
         Ok(())
     }
 
-    /// The index of the live node the database names as leader now.
+    /// The index of the live node the database names as leader now. When several live nodes
+    /// share the holder's id, it is the one whose history says it leads (the first of them if
+    /// more than one does; none if none does yet).
     ///
     /// Under the clock fault on SQLite, the database clock is each process's own wall clock and
     /// the runner's is not faked: there the holder column is taken as it is, without the
@@ -173,7 +213,13 @@ impl Cluster {
         } else {
             self.store.leader(&self.name).await.ok()??.holder
         };
-        self.nodes.iter().position(|n| n.alive && n.id == holder)
+        let named = |n: &Node| n.alive && n.candidate == holder;
+        if !self.shared_id {
+            return self.nodes.iter().position(named);
+        }
+        self.nodes
+            .iter()
+            .position(|n| named(n) && believes(&n.events))
     }
 
     /// Waits up to `timeout` for a live leader.
@@ -221,17 +267,31 @@ impl Cluster {
         }
     }
 
-    /// The merged history of every node and the nemesis, and the database's acquisitions in
-    /// the order it recorded them.
-    pub async fn collect(&self) -> Result<(Vec<Event>, Vec<DbAcquisition>), String> {
+    /// The merged history of every node and the nemesis, and for each lease the nodes held
+    /// (the election, or every lock and permit), the database's acquisitions in the order it
+    /// recorded them.
+    pub async fn collect(&self) -> Result<(Vec<Event>, Leases), String> {
         let mut histories =
             vec![event::read(&self.dir.join("nemesis.jsonl")).map_err(|e| e.to_string())?];
         for node in &self.nodes {
             histories.push(event::read(&node.events).unwrap_or_default());
         }
+        let names = match self.workload {
+            Workload::Elector => vec![self.name.clone()],
+            Workload::Locks => self.locks.leases(),
+        };
+        let mut leases = HashMap::new();
+        for name in names {
+            let acquisitions = self.acquisitions(&name).await?;
+            leases.insert(name, acquisitions);
+        }
+        Ok((event::merge(histories), leases))
+    }
+
+    async fn acquisitions(&self, name: &str) -> Result<Vec<DbAcquisition>, String> {
         let mut rows = self
             .store
-            .history(&self.name, 100_000)
+            .history(name, 100_000)
             .await
             .map_err(|e| e.to_string())?;
         rows.sort_by_key(|r| r.id);
@@ -248,8 +308,25 @@ impl Cluster {
                 holder: r.holder.unwrap_or_default(),
             })
             .collect();
-        Ok((event::merge(histories), acquisitions))
+        Ok(acquisitions)
     }
+}
+
+/// The database's acquisitions of each lease, by name.
+pub type Leases = HashMap<String, Vec<DbAcquisition>>;
+
+/// Whether a node's history ends inside a tenure: its last `gained` has no `stepped_down`.
+fn believes(events: &Path) -> bool {
+    event::read(events)
+        .unwrap_or_default()
+        .iter()
+        .rev()
+        .find_map(|e| match e.kind {
+            Kind::Gained { .. } => Some(true),
+            Kind::SteppedDown { .. } => Some(false),
+            _ => None,
+        })
+        .unwrap_or(false)
 }
 
 /// The host and port a database URL points at.

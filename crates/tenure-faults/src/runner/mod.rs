@@ -7,8 +7,9 @@ mod nemesis;
 pub use cluster::{Settings, Target};
 pub use nemesis::{faketime_env, LIBFAKETIME};
 
+use crate::checker::locks::SemaphoreBound;
 use crate::checker::{self, Expect, Verdict};
-use crate::scenario::{Fault, Scenario};
+use crate::scenario::{Fault, Scenario, Workload};
 use cluster::Cluster;
 use nemesis::Nemesis;
 use rand::SeedableRng;
@@ -112,8 +113,7 @@ async fn drive(
         }
         None => Vec::new(),
     };
-    let proxied = scenario.fault == Fault::Proxy;
-    let mut cluster = Cluster::start(target, settings, dir, scenario.name, proxied, env).await?;
+    let mut cluster = Cluster::start(target, settings, dir, scenario, env).await?;
     let mut nemesis = Nemesis::new(rand::rngs::StdRng::seed_from_u64(seed), clock_file);
     let started = tokio::time::Instant::now();
     let mut result = Ok(());
@@ -132,7 +132,7 @@ async fn drive(
     // Let the last tenure do some work before the end.
     tokio::time::sleep(settings.ttl / 2).await;
     cluster.stop_all().await;
-    let (history, acquisitions) = cluster.collect().await?;
+    let (history, leases) = cluster.collect().await?;
     result?;
     outcome.injected = nemesis.injected;
     if nemesis.sessions_killed > 0 {
@@ -156,7 +156,19 @@ async fn drive(
                 .push("error: the nodes' wall clock did not jump".into());
         }
     }
-    outcome.verdict = checker::check(&history, &acquisitions, &outcome.expect);
+    outcome.verdict = match scenario.workload {
+        Workload::Elector => {
+            let acquisitions = leases.get(&cluster.name).map_or(&[][..], Vec::as_slice);
+            checker::check(&history, acquisitions, &outcome.expect)
+        }
+        Workload::Locks => {
+            let semaphore = SemaphoreBound {
+                name: cluster.locks.semaphore(),
+                permits: cluster.locks.permits,
+            };
+            checker::locks::check(&history, &leases, &[semaphore], &outcome.expect)
+        }
+    };
     Ok(())
 }
 

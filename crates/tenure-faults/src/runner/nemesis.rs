@@ -72,6 +72,9 @@ impl Nemesis {
     /// One round of `fault`.
     pub async fn round(&mut self, c: &mut Cluster, fault: Fault) -> Result<(), String> {
         let ttl = c.settings.ttl;
+        if fault == Fault::KillAny {
+            return self.kill_any(c).await;
+        }
         let recover = ttl * 4;
         let Some(leader) = c.wait_leader(recover).await else {
             return Err("no leader before the round".into());
@@ -170,6 +173,7 @@ impl Nemesis {
                 sleep(ttl * 2).await;
                 Self::end(c, &name, "*");
             }
+            Fault::KillAny => unreachable!("handled above"),
             Fault::StopInTransaction => {
                 std::fs::write(c.stop_file(&id), b"").map_err(|e| e.to_string())?;
                 if !wait_stopped(pid, ttl * 2).await {
@@ -189,6 +193,26 @@ impl Nemesis {
             ));
         }
         Ok(())
+    }
+}
+
+impl Nemesis {
+    /// The lock workload has no one leader: let it churn for one to two ttls, then SIGKILL a
+    /// random live node and start its slot again at once (with the same holder id where the
+    /// scenario shares one), so that its locks are taken only after they expire.
+    async fn kill_any(&mut self, c: &mut Cluster) -> Result<(), String> {
+        let ttl = c.settings.ttl;
+        sleep(ttl + ttl.mul_f64(self.rng.gen_range(0.0..1.0))).await;
+        let live: Vec<usize> = (0..c.nodes.len()).filter(|&i| c.nodes[i].alive).collect();
+        if live.is_empty() {
+            return Err("no live node".into());
+        }
+        let i = live[self.rng.gen_range(0..live.len())];
+        let id = c.nodes[i].id.clone();
+        self.start(c, "kill", &id);
+        c.kill(i).await;
+        Self::end(c, "kill", &id);
+        c.spawn(c.nodes[i].slot)
     }
 }
 
