@@ -56,7 +56,12 @@ impl MemoryBackend {
 
     /// The database clock: a fixed epoch plus tokio's elapsed time.
     pub fn now(&self) -> DbTime {
-        DbTime(1_800_000_000_000_000 + self.start.elapsed().as_micros() as i64)
+        self.at(Instant::now())
+    }
+
+    /// The database time at tokio instant `at`.
+    pub fn at(&self, at: Instant) -> DbTime {
+        DbTime(1_800_000_000_000_000 + (at - self.start).as_micros() as i64)
     }
 
     pub fn row(&self, name: &str) -> Option<Lease> {

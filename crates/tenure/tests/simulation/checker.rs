@@ -4,6 +4,9 @@
 //!   permits `NAME#i`: at most one each, at most N together);
 //! - **unique-term**: no (name, term) ever reaches two guards;
 //! - **lost-stays-lost**: a guard once seen lost never reports held again;
+//! - **lease-covers-belief** (in-memory backend only): an unlost guard's local deadline lies
+//!   before the expiry of its row, and the row still has the guard's term (DESIGN.md's timing
+//!   model: the belief always ends first);
 //! - **terms-rise**: per name, guards are registered in increasing term order, and no write of
 //!   the backend lowers a row's term.
 
@@ -30,6 +33,12 @@ impl Probe {
         match self {
             Probe::Lock(g) => g.is_lost(),
             Probe::Leader(g) => g.is_lost(),
+        }
+    }
+    fn holder(&self) -> &str {
+        match self {
+            Probe::Lock(g) => g.holder(),
+            Probe::Leader(g) => g.candidate(),
         }
     }
     fn deadline(&self) -> Instant {
@@ -273,11 +282,14 @@ fn check_state(state: &mut State, memory: Option<&MemoryBackend>, at: Duration) 
             crowded = Some(format!("{semaphore} ({permits} permits): {who}"));
         }
     }
+    let uncovered = memory.and_then(|m| uncovered_belief(state, m));
     let fell = memory.and_then(|m| m.term_falls.lock().unwrap().first().cloned());
     if let Some(detail) = regained {
         fail(state, at, "lost-stays-lost", detail);
     } else if let Some(detail) = crowded {
         fail(state, at, "one-holder", detail);
+    } else if let Some((how, detail)) = uncovered {
+        fail(state, at, how, detail);
     } else if let Some(detail) = fell {
         fail(
             state,
@@ -297,4 +309,43 @@ fn holders(state: &State, matches: impl Fn(&str) -> bool) -> String {
         .map(|e| format!("{} holds {} term {}", e.owner, e.name, e.term))
         .collect();
     who.join(", ")
+}
+
+/// The first unlost guard whose belief the database's row does not cover, and how: the row
+/// has a newer term, or it expires no later than the guard's deadline (vacated by a release,
+/// or still held).
+fn uncovered_belief(state: &State, memory: &MemoryBackend) -> Option<(&'static str, String)> {
+    state
+        .entries
+        .values()
+        .filter(|e| !e.lost_now)
+        .find_map(|e| {
+            let deadline = memory.at(e.probe.deadline());
+            let row = memory.row(&e.name)?;
+            // A demote empties the holder but keeps the expiry: still covered.
+            let how = if row.term != e.term {
+                "lease-covers-belief (newer term)"
+            } else if row.expires_at > deadline {
+                return None;
+            } else if row.holder.is_none() {
+                "lease-covers-belief (row vacated)"
+            } else {
+                "lease-covers-belief (row expires first)"
+            };
+            let secs = |t: tenure::DbTime| (t.0 - memory.now().0) as f64 / 1e6;
+            let detail = format!(
+                "{} ({}) believes {} term {} for {:.3}s more, but the row (holder {:?}, term {}, \
+             ttl {} ms) expires in {:.3}s",
+                e.owner,
+                e.probe.holder(),
+                e.name,
+                e.term,
+                secs(deadline),
+                row.holder,
+                row.term,
+                row.ttl_ms,
+                secs(row.expires_at),
+            );
+            Some((how, detail))
+        })
 }

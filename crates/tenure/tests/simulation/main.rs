@@ -7,7 +7,9 @@
 //! - `TENURE_SIM_SEED=S` replays one schedule with its trace (`TENURE_SIM_REPEAT=K` runs it K
 //!   times and counts failures: tokio's `select!` draws from an unseeded generator);
 //! - `TENURE_SIM_ONLY=all|hole1|hole2|hole3|hole4` restricts the workload's feature mix;
-//! - `TENURE_SIM_THREADS=T` (default 2) threads, one schedule at a time each.
+//! - `TENURE_SIM_THREADS=T` (default 2) threads, one schedule at a time each;
+//! - `TENURE_SIM_KEEP_GOING=1` runs each schedule to its end after a violation (to measure
+//!   what a passing run costs; the first violation is still reported).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -82,9 +84,10 @@ async fn simulate(seed: u64, only: Only) -> Option<(Mix, Violation)> {
             ticker.check();
         }
     });
+    let keep_going = std::env::var("TENURE_SIM_KEEP_GOING").is_ok_and(|v| v == "1");
     tokio::select! {
         biased;
-        () = checker.failed() => {}
+        () = checker.failed(), if !keep_going => {}
         () = tokio::time::sleep_until(end) => checker.check(),
     }
     checker.take_violation().map(|v| (mix, v))
