@@ -61,7 +61,7 @@ impl Timing {
     /// A random delay in `0..=max_jitter`, so that followers do not all try at once.
     pub fn jitter(&self) -> Duration {
         let max = u64::try_from(self.max_jitter.as_millis()).unwrap_or(u64::MAX);
-        Duration::from_millis(rand::random::<u64>() % (max + 1))
+        Duration::from_millis(crate::rng::next_u64() % (max + 1))
     }
 
     /// How long an elector that released waits before it campaigns again: `renew_interval +

@@ -62,6 +62,7 @@ pub mod elector;
 mod error;
 pub mod lock;
 pub mod model;
+mod rng;
 pub mod schedule;
 mod store;
 pub mod validate;
@@ -76,6 +77,9 @@ pub use lock::{LockGuard, LockOptions, Locks, Semaphore};
 pub use model::{DbTime, Effect, Lease, Op, StepDownReason};
 pub use schedule::{Cadence, Schedule, Tick};
 pub use store::{LeaderInfo, Store};
+
+#[doc(hidden)]
+pub use rng::seed_thread_rng as __seed_thread_rng;
 
 /// The README's Rust examples compile as doc tests.
 #[cfg(doctest)]

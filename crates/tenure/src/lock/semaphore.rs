@@ -40,7 +40,7 @@ impl Semaphore {
     /// # Errors
     /// As [`Locks::try_lock`].
     pub async fn try_acquire(&self, options: LockOptions) -> Result<Option<LockGuard>> {
-        let start = rand::random::<u32>() % self.permits;
+        let start = crate::rng::next_u32() % self.permits;
         for k in 0..self.permits {
             let permit = permit_name(&self.name, (start + k) % self.permits);
             if let Some(guard) = self.locks.try_lock(&permit, options).await? {

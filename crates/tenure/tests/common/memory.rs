@@ -32,6 +32,8 @@ pub struct MemoryBackend {
     pub failing_releases: AtomicUsize,
     /// Calls by these actors take this round trip: half before deciding, half after.
     pub round_trips: Mutex<HashMap<String, Duration>>,
+    /// Every write that lowered a row's term (P1 says never), as `name: old -> new`.
+    pub term_falls: Mutex<Vec<String>>,
 }
 
 impl MemoryBackend {
@@ -48,16 +50,31 @@ impl MemoryBackend {
             calls: AtomicUsize::new(0),
             failing_releases: AtomicUsize::new(0),
             round_trips: Mutex::default(),
+            term_falls: Mutex::default(),
         }
     }
 
     /// The database clock: a fixed epoch plus tokio's elapsed time.
     pub fn now(&self) -> DbTime {
-        DbTime(1_800_000_000_000_000 + self.start.elapsed().as_micros() as i64)
+        self.at(Instant::now())
+    }
+
+    /// The database time at tokio instant `at`.
+    pub fn at(&self, at: Instant) -> DbTime {
+        DbTime(1_800_000_000_000_000 + (at - self.start).as_micros() as i64)
     }
 
     pub fn row(&self, name: &str) -> Option<Lease> {
         self.rows.lock().unwrap().get(name).cloned()
+    }
+
+    /// Stores `lease` as the row of `name`, recording a write that would lower its term.
+    fn write(&self, rows: &mut HashMap<String, Lease>, name: &str, lease: Lease) {
+        if let Some(old) = rows.get(name).filter(|old| old.term > lease.term) {
+            let fell = format!("{name}: term {} -> {}", old.term, lease.term);
+            self.term_falls.lock().unwrap().push(fell);
+        }
+        rows.insert(name.to_string(), lease);
     }
 }
 
@@ -100,7 +117,7 @@ impl Backend for MemoryBackend {
             let mut rows = self.rows.lock().unwrap();
             let decision = decide(now, name, rows.get(name), op);
             if let (true, Some(lease)) = (decision.write, &decision.lease) {
-                rows.insert(name.to_string(), lease.clone());
+                self.write(&mut rows, name, lease.clone());
             }
             decision
         };
@@ -132,7 +149,7 @@ impl Backend for MemoryBackend {
             };
             let decision = decide(now, name, rows.get(name), &op);
             if let (true, Some(lease)) = (decision.write, decision.lease) {
-                rows.insert(name.clone(), lease.clone());
+                self.write(&mut rows, name, lease.clone());
                 renewed.push(lease);
             }
         }
