@@ -13,7 +13,8 @@ Exit codes:
   69   database unreachable, or it refused the credentials
   70   internal error
   73   not acquired: --no-wait or --timeout gave up
-  75   leadership lost while the command ran (it was stopped)
+  75   leadership lost while the command ran, or given up after failed health checks
+       (it was stopped)
   128+N  tenure run: the command was killed by signal N";
 
 /// Leader election and cluster locks on the database you already run.
@@ -133,7 +134,8 @@ pub struct RunArgs {
     /// Published while leading (e.g. this node's address), for `tenure leader`.
     #[arg(long)]
     pub metadata: Option<String>,
-    /// After CMD exits or leadership is lost, campaign again and rerun CMD when elected.
+    /// After CMD exits or leadership is lost, campaign again and rerun CMD when elected (after
+    /// a health step-down: once the health check passes again).
     #[arg(long)]
     pub keep_campaigning: bool,
     /// Give up at once if another candidate leads.
@@ -142,9 +144,35 @@ pub struct RunArgs {
     /// Give up if not elected within this long.
     #[arg(long, value_parser = duration)]
     pub timeout: Option<Duration>,
+    #[command(flatten)]
+    pub health: HealthArgs,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
+}
+
+/// Leadership follows health (`tenure run` and `tenure lock`).
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Health checks")]
+pub struct HealthArgs {
+    /// A check run with `sh -c` every --health-interval while CMD runs (exit 0: healthy; it
+    /// gets CMD's TENURE_* variables). After --health-failures failures in a row, tenure steps
+    /// down: CMD is stopped as on a loss, the lease released with the reason in `tenure
+    /// history`, and tenure exits 75; `tenure run --keep-campaigning` instead runs the check
+    /// while following and campaigns again once it passes (so it should test what this node
+    /// needs to lead, not only CMD). `tenure lock` always exits.
+    #[arg(long, value_name = "CMD")]
+    pub health_cmd: Option<String>,
+    /// How often the check runs (from the start of one check to the next).
+    #[arg(long, default_value = "5s", value_parser = duration, requires = "health_cmd", value_name = "DUR")]
+    pub health_interval: Duration,
+    /// A check running longer counts as a failure and its process group is killed; at most
+    /// --health-interval.
+    #[arg(long, default_value = "2s", value_parser = duration, requires = "health_cmd", value_name = "DUR")]
+    pub health_timeout: Duration,
+    /// Failures in a row that make tenure step down.
+    #[arg(long, default_value_t = 3, requires = "health_cmd", value_name = "N")]
+    pub health_failures: u32,
 }
 
 #[derive(Debug, Args)]
@@ -178,6 +206,8 @@ pub struct LockArgs {
     /// Give up if the lock is not free within this long.
     #[arg(long, value_parser = duration)]
     pub timeout: Option<Duration>,
+    #[command(flatten)]
+    pub health: HealthArgs,
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,

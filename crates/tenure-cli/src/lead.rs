@@ -6,8 +6,12 @@
 //! deadline, so the tree is dead before the lease could be granted to anyone else. The lease
 //! is released (or, on a step-down, the guard dropped) only once the keeper has seen the
 //! whole tree gone.
+//!
+//! With a health check (see `health`), the check runs alongside; after N failures in a row
+//! the tree is stopped the same way and the lease released with the reason in the history.
 
 use crate::exit::Failure;
+use crate::health::HealthCheck;
 use crate::supervise::{exit_code, spawn_failure_code, Isolation, Supervised};
 use nix::sys::signal::Signal;
 use std::future::Future;
@@ -23,6 +27,8 @@ pub trait Held {
     fn deadline(&self) -> Instant;
     fn lost(&self) -> impl Future<Output = ()> + '_;
     fn release(self) -> impl Future<Output = tenure::Result<()>>;
+    /// Releases with `reason` as the detail of the history's `released` event.
+    fn release_because(self, reason: String) -> impl Future<Output = tenure::Result<()>>;
 }
 
 impl Held for LeaderGuard {
@@ -41,6 +47,9 @@ impl Held for LeaderGuard {
     fn release(self) -> impl Future<Output = tenure::Result<()>> {
         LeaderGuard::release(self)
     }
+    fn release_because(self, reason: String) -> impl Future<Output = tenure::Result<()>> {
+        LeaderGuard::release_because(self, reason)
+    }
 }
 
 impl Held for LockGuard {
@@ -58,6 +67,9 @@ impl Held for LockGuard {
     }
     fn release(self) -> impl Future<Output = tenure::Result<()>> {
         LockGuard::release(self)
+    }
+    fn release_because(self, reason: String) -> impl Future<Output = tenure::Result<()>> {
+        LockGuard::release_because(self, reason)
     }
 }
 
@@ -113,6 +125,9 @@ pub enum Ended {
     Lost,
     /// tenure was signalled; the signal was forwarded and the command exited.
     Interrupted(u8),
+    /// The health check failed too often: the command was stopped and the lease released
+    /// with the reason.
+    Unhealthy,
 }
 
 /// What to run and how.
@@ -128,6 +143,8 @@ pub struct Job<'a> {
     pub release_on_exit: bool,
     /// How the command's tree is tied to the tenure.
     pub isolation: Isolation,
+    /// Give the tenure up when this check fails too often.
+    pub health: Option<&'a HealthCheck>,
 }
 
 /// Runs the command for one tenure and returns how it ended. The guard is released when the
@@ -165,7 +182,7 @@ pub async fn run_while_held<H: Held>(
     );
     crate::sd_notify::leading(job.name, term);
 
-    let ended = supervise_until_ended(guard, job, signals, &mut child).await;
+    let ended = supervise_until_ended(guard, job, &env, signals, &mut child).await;
     crate::sd_notify::waiting(job.name);
     ended
 }
@@ -173,6 +190,7 @@ pub async fn run_while_held<H: Held>(
 async fn supervise_until_ended<H: Held>(
     guard: H,
     job: &Job<'_>,
+    env: &[(&str, String)],
     signals: &mut Signals,
     child: &mut Supervised,
 ) -> Result<Ended, Failure> {
@@ -180,6 +198,15 @@ async fn supervise_until_ended<H: Held>(
     let grace = job.grace;
     let mut terminating = false;
     let mut interrupted = false;
+    // Polled alongside everything else, so that a check never delays a stop; dropped (and a
+    // check still running killed) when this returns.
+    let unhealthy = async {
+        match job.health {
+            Some(check) => check.until_unhealthy(job.name, env).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(unhealthy);
     loop {
         let deadline = guard.deadline();
         let sigterm_at = deadline.checked_sub(grace).unwrap_or(deadline);
@@ -213,6 +240,17 @@ async fn supervise_until_ended<H: Held>(
                 tracing::info!(name = %job.name, term, code = exit_code(status), "command stopped");
                 drop(guard); // now the lease may be released (step-down)
                 return Ok(if interrupted { Ended::Interrupted(exit_code(status)) } else { Ended::Lost });
+            }
+            reason = &mut unhealthy, if !terminating => {
+                tracing::warn!(name = %job.name, term, %reason, "stepping down: stopping the command");
+                let kill_at = guard.deadline().min(Instant::now() + grace);
+                let status = child.stop(kill_at).await?;
+                tracing::info!(name = %job.name, term, code = exit_code(status), "command stopped");
+                if let Err(e) = guard.release_because(reason.clone()).await {
+                    tracing::warn!(error = %e, "release failed; the lease will expire");
+                }
+                tracing::info!(name = %job.name, term, "stepped down");
+                return Ok(if interrupted { Ended::Interrupted(exit_code(status)) } else { Ended::Unhealthy });
             }
             () = sleep_until(sigterm_at), if !terminating => {
                 if guard.deadline() > deadline {

@@ -7,6 +7,7 @@
 //! - `output`: human and JSON renderings.
 //! - `commands/`: one file per command.
 //! - `sd_notify`: readiness and status for systemd (`NOTIFY_SOCKET`).
+//! - `health`: the health check that leadership follows (`--health-cmd`).
 //! - `lead`: running a command while a tenure is held; `supervise`: its keeper, init and
 //!   PID namespace, so that nothing it starts outlives the tenure.
 
@@ -14,6 +15,7 @@ mod cli;
 mod commands;
 mod database;
 mod exit;
+mod health;
 mod lead;
 mod logging;
 mod output;

@@ -98,6 +98,7 @@ pub async fn every(global: &Global, args: EveryArgs) -> Outcome {
                 ],
                 release_on_exit: false,
                 isolation: args.isolation,
+                health: None,
             };
             match run_while_held(guard.clone(), &job, &mut signals).await? {
                 Ended::Exited(code) => {
@@ -114,7 +115,7 @@ pub async fn every(global: &Global, args: EveryArgs) -> Outcome {
                         }
                     }
                 }
-                Ended::Lost => {}
+                Ended::Lost | Ended::Unhealthy => {}
                 Ended::Interrupted(code) => stop = Some(code),
             }
         }

@@ -21,6 +21,7 @@ pub async fn lock(global: &Global, args: LockArgs) -> Outcome {
     let timing = Timing::from_ttl(args.ttl)?;
     let grace = args.grace.unwrap_or(args.ttl / 10);
     check_timing(&timing, grace)?;
+    let health = args.health.check()?;
     if args.permits > 1 {
         tenure::validate::name(&format!("{}#{}", args.name, args.permits - 1))?;
     }
@@ -50,10 +51,11 @@ pub async fn lock(global: &Global, args: LockArgs) -> Outcome {
         env: vec![("TENURE_LOCK", permit)],
         release_on_exit: true,
         isolation: args.isolation,
+        health: health.as_ref(),
     };
     Ok(match run_while_held(guard, &job, &mut signals).await? {
         Ended::Exited(code) | Ended::Interrupted(code) => code,
-        Ended::Lost => LOST,
+        Ended::Lost | Ended::Unhealthy => LOST,
     })
 }
 

@@ -1,10 +1,12 @@
 //! `tenure run NAME -- CMD`: campaign, run CMD while leading (see `lead` for how it is stopped
-//! before anyone else can start).
+//! before anyone else can start). With a health check, a step-down pauses this node's
+//! campaign (`--keep-campaigning`) until the check passes again.
 
 use super::{check_global, check_name};
 use crate::cli::{Global, RunArgs};
 use crate::database;
 use crate::exit::{Failure, Outcome, LOST, NOT_ACQUIRED, UNAVAILABLE};
+use crate::health::HealthCheck;
 use crate::lead::{check_timing, run_while_held, Ended, Job, Signals};
 use nix::sys::signal::Signal;
 use std::time::Duration;
@@ -30,6 +32,7 @@ pub async fn run(global: &Global, args: RunArgs) -> Outcome {
     let timing = Timing::from_ttl(args.ttl)?;
     let grace = args.grace.unwrap_or(args.ttl / 10);
     check_timing(&timing, grace)?;
+    let health = args.health.check()?;
     let mut signals = Signals::new()?;
 
     let store = database::open(global, !global.no_create, Some(timing.db_timeout())).await?;
@@ -72,11 +75,20 @@ pub async fn run(global: &Global, args: RunArgs) -> Outcome {
             env: vec![],
             release_on_exit: true,
             isolation: args.isolation,
+            health: health.as_ref(),
         };
         match run_while_held(guard, &job, &mut signals).await {
             Ok(Ended::Exited(code)) if !args.keep_campaigning => break code,
             Ok(Ended::Lost) if !args.keep_campaigning => break LOST,
             Ok(Ended::Interrupted(code)) => break code,
+            Ok(Ended::Unhealthy) if !args.keep_campaigning => break LOST,
+            Ok(Ended::Unhealthy) => {
+                let Some(check) = &health else { break LOST };
+                if let Some(code) = recover(&elector, check, &mut signals).await {
+                    break code;
+                }
+                tracing::info!(name = %args.name, "campaigning again");
+            }
             Ok(_) => tracing::info!(name = %args.name, "campaigning again"),
             Err(failure) => {
                 elector.shutdown().await;
@@ -123,4 +135,25 @@ async fn wait_for_leadership(
         () = give_up => Waited::GaveUp,
         signal = signals.recv() => Waited::Interrupted(signal),
     }
+}
+
+/// After a health step-down: campaigning paused on this node until the check passes again.
+/// Returns an exit code if tenure was signalled meanwhile.
+async fn recover(elector: &Elector, check: &HealthCheck, signals: &mut Signals) -> Option<u8> {
+    // The release just made holds the elector off for longer than this takes, so it does not
+    // campaign in between.
+    if elector.pause().await.is_err() {
+        return Some(LOST);
+    }
+    let name = elector.name();
+    tracing::info!(name = %name, "not campaigning until the health check passes");
+    let env = [
+        ("TENURE_NAME", name.to_string()),
+        ("TENURE_CANDIDATE", elector.candidate().to_string()),
+    ];
+    tokio::select! {
+        () = check.until_healthy(name, &env) => {}
+        signal = signals.recv() => return Some(128 + signal as u8),
+    }
+    elector.resume().await.is_err().then_some(LOST)
 }

@@ -296,3 +296,14 @@ impl Drop for Tenure {
         }
     }
 }
+
+/// Instantiates each `fn test(kind: &'static str)` named as a test per backend:
+/// `sqlite::test`, `postgres::test` and `mysql::test`.
+#[macro_export]
+macro_rules! per_backend {
+    ($($test:ident),*) => {
+        mod sqlite { $( #[test] fn $test() { super::$test("sqlite") } )* }
+        mod postgres { $( #[test] fn $test() { super::$test("postgres") } )* }
+        mod mysql { $( #[test] fn $test() { super::$test("mysql") } )* }
+    };
+}
