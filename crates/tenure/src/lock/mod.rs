@@ -335,8 +335,8 @@ impl Locks {
         let mut notes = self.inner.store.backend().subscribe();
         let mut failed = None;
         loop {
-            let (guard, remaining) =
-                transient(self.attempt(name, &options).await, &mut failed)?.unwrap_or_default();
+            let (guard, retry) = transient(self.attempt(name, &options).await, &mut failed)?
+                .unwrap_or((None, Retry::Poll));
             if guard.is_some() {
                 return Ok(guard);
             }
@@ -344,10 +344,10 @@ impl Locks {
             if now >= give_up {
                 return failed.map_or(Ok(None), Err);
             }
-            let wait = match remaining {
-                Some(r) if !r.is_zero() => (r + timing.jitter()).min(timing.renew_interval()),
-                Some(_) => Duration::ZERO,
-                None => timing.renew_interval(),
+            let wait = match retry {
+                Retry::Now => Duration::ZERO,
+                Retry::WhenExpires(r) => (r + timing.jitter()).min(timing.renew_interval()),
+                Retry::Poll => timing.renew_interval(),
             };
             let next = (now + wait).min(give_up);
             tokio::select! {
@@ -365,19 +365,18 @@ impl Locks {
         Semaphore::new(self.clone(), name, permits)
     }
 
-    /// One campaign for `name`; the guard if granted, else how long the current lease has left
-    /// (`Some(ZERO)`: try again at once; `None`: held by this process).
+    /// One campaign for `name`: the guard if granted, else when to try again.
     async fn attempt(
         &self,
         name: &str,
         options: &LockOptions,
-    ) -> Result<(Option<LockGuard>, Option<Duration>)> {
+    ) -> Result<(Option<LockGuard>, Retry)> {
         validate::name(name)?;
         let timing = options.timing()?;
         let (stale, kept) = {
             let mut table = self.inner.table();
             if table.held.contains_key(name) {
-                return Ok((None, None));
+                return Ok((None, Retry::Poll));
             }
             let now = Instant::now();
             let kept = table.kept.remove(name).filter(|(_, until)| *until > now);
@@ -425,9 +424,15 @@ impl Locks {
             }
         };
         let Some(lease) = applied.lease.as_ref() else {
-            return Ok((None, None));
+            return Ok((None, Retry::Poll));
         };
         let remaining = Duration::from_millis(lease.remaining_ms(applied.now));
+        let later = if remaining.is_zero() {
+            // Expired but blocked (paused, reserved for a handover): poll.
+            Retry::Poll
+        } else {
+            Retry::WhenExpires(remaining)
+        };
         let term = lease.term;
         match &applied.effect {
             Effect::Acquired { .. } => {}
@@ -439,7 +444,7 @@ impl Locks {
                         .release(name, kept, options.at_least, None)
                         .await?;
                 }
-                return Ok((None, Some(remaining)));
+                return Ok((None, Retry::Poll));
             }
             _ => {
                 let ours = lease.holder.as_deref() == Some(holder.as_str())
@@ -449,10 +454,11 @@ impl Locks {
                         .stale(name)
                         .is_some_and(|(s, _)| s == term);
                 if ours {
-                    // Released meanwhile by another task of ours, not yet landed.
-                    return Ok((None, Some(Duration::ZERO)));
+                    // Released meanwhile by another task of ours, not yet landed: the next
+                    // attempt releases it first.
+                    return Ok((None, Retry::Now));
                 }
-                return Ok((None, Some(remaining)));
+                return Ok((None, later));
             }
         }
         let deadline = deadline_for(&timing, &applied, sent, received);
@@ -476,7 +482,7 @@ impl Locks {
             if let Err(e) = self.inner.release(name, term, Duration::ZERO, None).await {
                 tracing::warn!(name, term, error = %e, "giving back a lock term granted too late failed; it stays stale");
             }
-            return Ok((None, Some(Duration::ZERO)));
+            return Ok((None, Retry::Now));
         };
         self.inner.wake.notify_one();
         Ok((
@@ -487,9 +493,20 @@ impl Locks {
                 options.at_least,
                 view,
             )),
-            None,
+            Retry::Poll,
         ))
     }
+}
+
+/// When a waiting caller tries again after an attempt that did not get the lock.
+#[derive(Clone, Copy, Debug)]
+enum Retry {
+    /// At once: a term of ours was in the way and is being given back.
+    Now,
+    /// When the holder's lease would expire (plus jitter), at most a renew interval from now.
+    WhenExpires(Duration),
+    /// After a renew interval (held by this process, paused, reserved, unknown).
+    Poll,
 }
 
 /// A waiting caller retries after a timeout or a database error (until it gives up, when the
