@@ -325,7 +325,7 @@ pub fn schema_script(kind: BackendKind, prefix: &str) -> Result<String> {
         #[cfg(feature = "mysql")]
         BackendKind::MySql => mysql::dialect(),
         #[cfg(feature = "sqlite")]
-        BackendKind::Sqlite => sqlite::dialect(),
+        BackendKind::Sqlite => <sqlite::Sqlite as sql::Engine>::dialect(),
         #[allow(unreachable_patterns)]
         other => {
             return Err(crate::error::Error::BackendNotCompiled {

@@ -2,14 +2,18 @@
 //! and (as a macro, because sqlx's executor traits differ per engine) the transaction that
 //! runs the model.
 
+mod backend;
 mod classify;
 mod dialect;
+mod engine;
 mod retention;
 mod rows;
 mod statements;
 
+pub(crate) use backend::SqlBackend;
 pub(crate) use classify::{is_duplicate_object, is_missing_table, is_retryable};
 pub(crate) use dialect::Dialect;
+pub(crate) use engine::Engine;
 pub(crate) use retention::{acquisition_prunes, prunes_history};
 pub(crate) use rows::RawLease;
 pub(crate) use statements::{lease_columns, Statements, RENEW_CHUNK, SCHEMA_VERSION};
