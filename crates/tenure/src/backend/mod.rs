@@ -321,9 +321,9 @@ pub fn schema_script(kind: BackendKind, prefix: &str) -> Result<String> {
     crate::validate::table_prefix(prefix)?;
     let dialect = match kind {
         #[cfg(feature = "postgres")]
-        BackendKind::Postgres => postgres::dialect(),
+        BackendKind::Postgres => <postgres::Postgres as sql::Engine>::dialect(),
         #[cfg(feature = "mysql")]
-        BackendKind::MySql => mysql::dialect(),
+        BackendKind::MySql => <mysql::MySql as sql::Engine>::dialect(),
         #[cfg(feature = "sqlite")]
         BackendKind::Sqlite => <sqlite::Sqlite as sql::Engine>::dialect(),
         #[allow(unreachable_patterns)]
