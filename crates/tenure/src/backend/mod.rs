@@ -26,6 +26,7 @@ mod url;
 
 pub use counting::{CountingBackend, Counts};
 pub use options::StoreOptions;
+pub use sql::SqlBackend;
 pub use url::RedactedUrl;
 
 /// Which database engine a backend talks to.

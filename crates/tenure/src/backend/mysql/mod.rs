@@ -7,7 +7,7 @@
 
 mod engine;
 
-pub(crate) use engine::MySql;
+pub use engine::MySql;
 
 use super::sql::SqlBackend;
 use crate::error::{Error, Result};

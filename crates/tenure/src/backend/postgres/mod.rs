@@ -8,7 +8,7 @@
 mod engine;
 mod one_statement;
 
-pub(crate) use engine::Postgres;
+pub use engine::Postgres;
 
 use super::sql::SqlBackend;
 use crate::error::{Error, Result};

@@ -4,7 +4,7 @@
 //!
 //! Each statement locks the row (`FOR UPDATE`), reads `clock_timestamp()` after the lock was
 //! granted, and writes only in the one case it covers — exactly where the model
-//! ([`decide`](crate::model::decide)) writes the same row and event:
+//! ([`decide`]) writes the same row and event:
 //! - **acquire**: the lease is vacant (`holder IS NULL`), expired, not paused, and no handover
 //!   is pending: term + 1, a new tenure, an `acquired` event;
 //! - **release**: `holder` and `term` match: `holder = NULL`, `expires_at = max(now,

@@ -1,5 +1,5 @@
 //! [`SqlBackend`]: the one [`Backend`] of the three SQL engines. Every write runs the model
-//! ([`decide`](crate::model::decide)) in a transaction that holds the lease row's lock and
+//! ([`decide`]) in a transaction that holds the lease row's lock and
 //! reads the database's clock after taking it; the [`Engine`] says how its database spells
 //! that, and may decide some operations in one statement first.
 
@@ -17,8 +17,11 @@ use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Row, 
 use std::fmt;
 use tokio::sync::broadcast;
 
-/// A backend on the SQL engine `E`; users name it `PostgresBackend`, `MySqlBackend` or
-/// `SqliteBackend`.
+/// The backend of every SQL engine, as sqlx's `Pool<DB>` is the pool of every driver: users name
+/// it by its aliases [`PostgresBackend`](crate::backend::postgres::PostgresBackend),
+/// [`MySqlBackend`](crate::backend::mysql::MySqlBackend) and
+/// [`SqliteBackend`](crate::backend::sqlite::SqliteBackend). The engines are the only
+/// implementations of the (sealed) `Engine` trait.
 pub struct SqlBackend<E: Engine> {
     pub(in crate::backend) pool: sqlx::Pool<E::Database>,
     pub(in crate::backend) stmts: Statements,

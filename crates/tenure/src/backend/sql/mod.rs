@@ -24,7 +24,7 @@ mod retention;
 mod rows;
 mod statements;
 
-pub(crate) use backend::SqlBackend;
+pub use backend::SqlBackend;
 pub(crate) use classify::is_retryable;
 pub(crate) use dialect::Dialect;
 pub(crate) use engine::Engine;

@@ -11,7 +11,7 @@
 
 mod engine;
 
-pub(crate) use engine::Sqlite;
+pub use engine::Sqlite;
 
 use super::sql::SqlBackend;
 use crate::error::{Error, Result};
