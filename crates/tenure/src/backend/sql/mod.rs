@@ -1,10 +1,10 @@
 //! What the three SQL backends share: one generic [`SqlBackend`] over an [`Engine`].
 //!
 //! # Layout
-//! - `engine.rs`: the [`Engine`] trait, what one database brings: its sqlx driver, its
-//!   [`Dialect`], how its pool is opened, and the steps only some engines have (PostgreSQL's
-//!   one-statement lock cycle and its notifications).
-//! - `backend.rs`: [`SqlBackend`] and its one `impl Backend`: the model's transaction, the
+//! - `backend.rs`: [`SqlBackend`] and the [`Engine`] trait, what one database brings to it: its
+//!   sqlx driver, its [`Dialect`], how its pool is opened, and the steps only some engines have
+//!   (PostgreSQL's one-statement lock cycle and its notifications).
+//! - `operations.rs`: the one `impl Backend for SqlBackend<E>`: the model's transaction, the
 //!   keep-alive, ticks, reads and the schema check, as ordinary generic code.
 //! - `dialect.rs`: how an engine spells the few things that differ.
 //! - `statements.rs`: every statement, built once from the table prefix and the dialect.
@@ -19,14 +19,14 @@
 mod backend;
 mod classify;
 mod dialect;
-mod engine;
+mod operations;
 mod retention;
 mod rows;
 mod statements;
 
+pub(crate) use backend::Engine;
 pub use backend::SqlBackend;
 pub(crate) use classify::is_retryable;
 pub(crate) use dialect::Dialect;
-pub(crate) use engine::Engine;
 pub(crate) use retention::acquisition_prunes;
 pub(crate) use statements::{lease_columns, Statements};
