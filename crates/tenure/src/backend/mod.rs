@@ -26,6 +26,7 @@ mod url;
 
 pub use counting::{CountingBackend, Counts};
 pub use options::StoreOptions;
+pub use sql::SqlBackend;
 pub use url::RedactedUrl;
 
 /// Which database engine a backend talks to.
@@ -321,11 +322,11 @@ pub fn schema_script(kind: BackendKind, prefix: &str) -> Result<String> {
     crate::validate::table_prefix(prefix)?;
     let dialect = match kind {
         #[cfg(feature = "postgres")]
-        BackendKind::Postgres => postgres::dialect(),
+        BackendKind::Postgres => <postgres::Postgres as sql::Engine>::dialect(),
         #[cfg(feature = "mysql")]
-        BackendKind::MySql => mysql::dialect(),
+        BackendKind::MySql => <mysql::MySql as sql::Engine>::dialect(),
         #[cfg(feature = "sqlite")]
-        BackendKind::Sqlite => sqlite::dialect(),
+        BackendKind::Sqlite => <sqlite::Sqlite as sql::Engine>::dialect(),
         #[allow(unreachable_patterns)]
         other => {
             return Err(crate::error::Error::BackendNotCompiled {

@@ -4,7 +4,7 @@
 //!
 //! Each statement locks the row (`FOR UPDATE`), reads `clock_timestamp()` after the lock was
 //! granted, and writes only in the one case it covers — exactly where the model
-//! ([`decide`](crate::model::decide)) writes the same row and event:
+//! ([`decide`]) writes the same row and event:
 //! - **acquire**: the lease is vacant (`holder IS NULL`), expired, not paused, and no handover
 //!   is pending: term + 1, a new tenure, an `acquired` event;
 //! - **release**: `holder` and `term` match: `holder = NULL`, `expires_at = max(now,
@@ -17,8 +17,12 @@
 //! a handover, a new name) the full transaction decides instead. The model-based test runs
 //! every operation through this path.
 
-use crate::backend::sql::{acquisition_prunes, lease_columns, Dialect};
+use super::PostgresBackend;
+use crate::backend::sql::{acquisition_prunes, is_retryable, lease_columns, Dialect};
+use crate::backend::Applied;
+use crate::error::Result;
 use crate::model::{decide, DbTime, Effect, Lease, Op};
+use sqlx::Row;
 
 /// The two statements, with the table prefix filled in.
 pub(super) struct CycleStatements {
@@ -29,11 +33,77 @@ pub(super) struct CycleStatements {
 }
 
 /// What a one-statement attempt found.
-pub(super) enum Outcome {
+enum Outcome {
     /// Decided.
-    Done(crate::backend::Applied),
+    Done(Applied),
     /// The model would write something this path does not cover: run the full transaction.
     Fallback,
+}
+
+/// Runs `op` through its one statement, if it has one; `None` where the model's transaction
+/// must decide it.
+pub(super) async fn run(
+    backend: &PostgresBackend,
+    name: &str,
+    op: &Op,
+    actor: &str,
+) -> Result<Option<Applied>> {
+    let query = match op {
+        // Whatever term it names: the statement only acquires a vacant lease.
+        Op::Campaign {
+            candidate,
+            ttl_ms,
+            metadata,
+            ..
+        } => sqlx::query(&backend.engine.cycle.acquire)
+            .bind(name)
+            .bind(candidate)
+            .bind(*ttl_ms as i64)
+            .bind(metadata)
+            .bind(actor),
+        Op::Release {
+            candidate,
+            term,
+            at_least_ms,
+            reason,
+        } => sqlx::query(&backend.engine.cycle.release)
+            .bind(name)
+            .bind(candidate)
+            .bind(*term as i64)
+            .bind(*at_least_ms as i64)
+            .bind(actor)
+            .bind(reason.as_deref().unwrap_or_default()),
+        _ => return Ok(None),
+    };
+    let row = match query.fetch_optional(&backend.pool).await {
+        Ok(Some(row)) => row,
+        // A name never used: the transaction inserts it.
+        Ok(None) => return Ok(None),
+        Err(e) if is_retryable(&e) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let wrote: bool = row.try_get("wrote")?;
+    let now = DbTime(row.try_get("now_us")?);
+    let lease = backend.lease_from(&row)?;
+    if let Some(keep) = backend
+        .retention_us
+        .filter(|_| prune_due(op, wrote, lease.term))
+    {
+        // The acquisition has committed: a failed prune must not make it look failed (the
+        // caller would give up a tenure it holds). The next due prune deletes the rows.
+        let pruned = sqlx::query(&backend.stmts.prune_history)
+            .bind(name)
+            .bind(now.0.saturating_sub(keep))
+            .execute(&backend.pool)
+            .await;
+        if let Err(e) = pruned {
+            tracing::warn!(name, error = %e, "pruning old history failed; kept for now");
+        }
+    }
+    Ok(match outcome(op, wrote, now, lease, name) {
+        Outcome::Done(applied) => Some(applied),
+        Outcome::Fallback => None,
+    })
 }
 
 impl CycleStatements {
@@ -93,7 +163,7 @@ impl CycleStatements {
 }
 
 /// Turns the statement's answer into the operation's outcome.
-pub(super) fn outcome(op: &Op, wrote: bool, now: DbTime, lease: Lease, name: &str) -> Outcome {
+fn outcome(op: &Op, wrote: bool, now: DbTime, lease: Lease, name: &str) -> Outcome {
     if wrote {
         let effect = match op {
             Op::Release { .. } => Effect::Released,
@@ -101,7 +171,7 @@ pub(super) fn outcome(op: &Op, wrote: bool, now: DbTime, lease: Lease, name: &st
                 took_over_from: None,
             },
         };
-        return Outcome::Done(crate::backend::Applied {
+        return Outcome::Done(Applied {
             now,
             lease: Some(lease),
             effect,
@@ -111,7 +181,7 @@ pub(super) fn outcome(op: &Op, wrote: bool, now: DbTime, lease: Lease, name: &st
     if decision.write || decision.event.is_some() {
         return Outcome::Fallback;
     }
-    Outcome::Done(crate::backend::Applied {
+    Outcome::Done(Applied {
         now,
         lease: decision.lease,
         effect: decision.effect,
@@ -119,6 +189,6 @@ pub(super) fn outcome(op: &Op, wrote: bool, now: DbTime, lease: Lease, name: &st
 }
 
 /// Whether an acquisition by this path is due to prune its name's old history.
-pub(super) fn prune_due(op: &Op, wrote: bool, term: u64) -> bool {
+fn prune_due(op: &Op, wrote: bool, term: u64) -> bool {
     wrote && matches!(op, Op::Campaign { .. }) && acquisition_prunes(term)
 }

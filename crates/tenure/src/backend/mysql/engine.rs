@@ -1,0 +1,119 @@
+//! The MySQL family's engine: its schema, its dialect and its pool's session settings.
+
+use crate::backend::sql::{Dialect, Engine};
+use crate::backend::{BackendKind, RedactedUrl, StoreOptions};
+use crate::error::{Error, Result};
+use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
+use sqlx::MySqlPool;
+use std::str::FromStr;
+
+const SCHEMA: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS {p}lease (
+    name VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
+    holder VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+    term BIGINT NOT NULL,
+    acquired_at DATETIME(6) NOT NULL,
+    renewed_at DATETIME(6) NOT NULL,
+    expires_at DATETIME(6) NOT NULL,
+    ttl_ms BIGINT NOT NULL,
+    metadata TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+    handover_to VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+    paused BOOLEAN NOT NULL DEFAULT FALSE
+) ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS {p}history (
+    id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    name VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    term BIGINT NOT NULL,
+    holder VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+    event VARCHAR(32) NOT NULL,
+    at DATETIME(6) NOT NULL,
+    actor TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    detail TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    INDEX {p}history_name_at (name, at)
+) ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS {p}tick (
+    name VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
+    last_tick_ms BIGINT NOT NULL,
+    term BIGINT NOT NULL,
+    holder VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    completed_at DATETIME(6) NOT NULL
+) ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS {p}schema (version BIGINT NOT NULL) ENGINE=InnoDB",
+];
+
+/// The MySQL / MariaDB engine of [`MySqlBackend`](super::MySqlBackend). It keeps no state of
+/// its own.
+pub struct MySql;
+
+impl Engine for MySql {
+    type Database = sqlx::MySql;
+    const KIND: BackendKind = BackendKind::MySql;
+    const NAME: &'static str = "MySqlBackend";
+    const BEGIN: &'static str = "BEGIN";
+
+    fn dialect() -> Dialect {
+        Dialect {
+            text: |col| format!("CONVERT({col} USING utf8mb4)"),
+            param: |_| "?".to_string(),
+            to_us: |col| format!("TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {col})"),
+            from_us: |param| format!("TIMESTAMPADD(MICROSECOND, {param}, '1970-01-01 00:00:00')"),
+            now_us: "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))",
+            now_with_lock: false,
+            for_update: "FOR UPDATE",
+            share_lock: "LOCK IN SHARE MODE",
+            update_returning: false,
+            notify_on_event: false,
+            schema: SCHEMA,
+        }
+    }
+
+    async fn open(
+        url: &str,
+        redacted: &RedactedUrl,
+        options: &StoreOptions,
+    ) -> Result<(MySqlPool, MySql)> {
+        let normalized = match url.strip_prefix("mariadb:") {
+            Some(rest) => format!("mysql:{rest}"),
+            None => url.to_string(),
+        };
+        let connect = MySqlConnectOptions::from_str(&normalized).map_err(|e| Error::BadUrl {
+            url: redacted.to_string(),
+            reason: e.to_string(),
+        })?;
+        // A holder stopped inside its transaction would hold the row lock and block every other
+        // candidate: MariaDB ends such sessions after the store's timeout (MySQL has no such
+        // setting; there the lock lasts until the holder resumes or its connection dies), and
+        // no lock wait outlasts it.
+        let session_s = options.timeout.as_secs().max(1);
+        crate::backend::probe(&connect, options.timeout, redacted).await?;
+        let pool = MySqlPoolOptions::new()
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    // READ COMMITTED: a row is locked and read at its latest version anyway,
+                    // and REPEATABLE READ's gap locks make creators of *different* new names
+                    // deadlock each other.
+                    sqlx::Executor::execute(
+                        &mut *conn,
+                        "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+                    )
+                    .await?;
+                    let lock_wait = format!("SET SESSION innodb_lock_wait_timeout = {session_s}");
+                    sqlx::Executor::execute(&mut *conn, lock_wait.as_str()).await?;
+                    let idle = format!("SET SESSION idle_transaction_timeout = {session_s}");
+                    if let Err(e) = sqlx::Executor::execute(&mut *conn, idle.as_str()).await {
+                        tracing::debug!(error = %e, "no idle_transaction_timeout (MySQL)");
+                    }
+                    Ok(())
+                })
+            })
+            .max_connections(options.max_connections)
+            .acquire_timeout(options.timeout)
+            .connect_with(connect)
+            .await
+            .map_err(|source| Error::Connect {
+                url: redacted.to_string(),
+                source,
+            })?;
+        Ok((pool, MySql))
+    }
+}

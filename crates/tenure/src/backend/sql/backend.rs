@@ -1,0 +1,116 @@
+//! [`SqlBackend`], the backend of every SQL engine, and the [`Engine`] trait that says what one
+//! database brings to it: its sqlx driver, its dialect, how its pool is opened, and the few steps
+//! that only some engines have. The operations themselves are in `operations.rs`.
+
+use super::dialect::Dialect;
+use super::statements::Statements;
+use crate::backend::{Applied, BackendKind, RedactedUrl, StoreOptions};
+use crate::error::Result;
+use crate::model::Op;
+use std::fmt;
+use std::future::Future;
+use tokio::sync::broadcast;
+
+/// The backend of every SQL engine, as sqlx's `Pool<DB>` is the pool of every driver: users name
+/// it by its aliases [`PostgresBackend`](crate::backend::postgres::PostgresBackend),
+/// [`MySqlBackend`](crate::backend::mysql::MySqlBackend) and
+/// [`SqliteBackend`](crate::backend::sqlite::SqliteBackend). The engines are the only
+/// implementations of the (sealed) `Engine` trait.
+pub struct SqlBackend<E: Engine> {
+    pub(in crate::backend) pool: sqlx::Pool<E::Database>,
+    pub(in crate::backend) stmts: Statements,
+    pub(in crate::backend) url: RedactedUrl,
+    /// How long history is kept, in microseconds; `None` keeps it all.
+    pub(in crate::backend) retention_us: Option<i64>,
+    pub(in crate::backend) engine: E,
+}
+
+impl<E: Engine> SqlBackend<E> {
+    /// Connects to `url`: a PostgreSQL server (and starts listening for lease changes), a
+    /// MySQL/MariaDB server (`mysql://` or `mariadb://`), or an SQLite file (created if
+    /// missing). Neither creates nor checks the tables.
+    ///
+    /// # Errors
+    /// [`Error::BadUrl`](crate::Error::BadUrl) for a URL sqlx cannot read,
+    /// [`Error::Connect`](crate::Error::Connect) if the server cannot be
+    /// reached or refuses the credentials, or the file cannot be opened.
+    pub async fn connect(url: &str, options: &StoreOptions) -> Result<Self> {
+        options.validate()?;
+        let redacted = RedactedUrl::new(url);
+        let (pool, engine) = E::open(url, &redacted, options).await?;
+        Ok(SqlBackend {
+            pool,
+            stmts: Statements::new(&options.table_prefix, &E::dialect()),
+            url: redacted,
+            retention_us: options.retention_us(),
+            engine,
+        })
+    }
+
+    /// The connection pool, for the caller's own transactions (e.g. with the backend's
+    /// `fence`).
+    pub fn pool(&self) -> &sqlx::Pool<E::Database> {
+        &self.pool
+    }
+}
+
+impl<E: Engine> fmt::Debug for SqlBackend<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(E::NAME)
+            .field("url", &self.url)
+            .field("lease_table", &self.stmts.lease_table)
+            .finish_non_exhaustive()
+    }
+}
+
+// === the Engine trait ===
+
+/// One database engine. A value of it is the engine's own state in a [`SqlBackend`] (PostgreSQL
+/// keeps its one-statement cycle and its LISTEN task there; the others keep nothing).
+///
+/// The sqlx bounds that the shared code needs of [`Engine::Database`] are stated on the impls
+/// in `operations.rs`, where they are used: Rust does not carry a trait's where-clauses to its users.
+pub trait Engine: Sized + Send + Sync + 'static {
+    /// The sqlx driver.
+    type Database: sqlx::Database;
+
+    /// Which engine this is, as [`Backend::kind`](crate::Backend::kind) reports it.
+    const KIND: BackendKind;
+
+    /// The name users know the backend by (`PostgresBackend`), for `Debug`.
+    const NAME: &'static str;
+
+    /// The statement that opens a write transaction.
+    const BEGIN: &'static str;
+
+    /// How this engine spells the SQL.
+    fn dialect() -> Dialect;
+
+    /// Connects a pool to `url` (its password hidden in `redacted`), set up as `options` ask,
+    /// and starts what the engine runs beside it.
+    ///
+    /// # Errors
+    /// [`Error::BadUrl`](crate::Error::BadUrl) for a URL sqlx cannot read,
+    /// [`Error::Connect`](crate::Error::Connect) if the database cannot be reached.
+    fn open(
+        url: &str,
+        redacted: &RedactedUrl,
+        options: &StoreOptions,
+    ) -> impl Future<Output = Result<(sqlx::Pool<Self::Database>, Self)>> + Send;
+
+    /// Decides `op` in one autocommitted statement where the engine can; `None` where the
+    /// model's transaction must decide it (the default: always).
+    fn one_statement(
+        _backend: &SqlBackend<Self>,
+        _name: &str,
+        _op: &Op,
+        _actor: &str,
+    ) -> impl Future<Output = Result<Option<Applied>>> + Send {
+        async { Ok(None) }
+    }
+
+    /// Names whose lease changed, as the database pushes them; `None` where it cannot push.
+    fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
+        None
+    }
+}

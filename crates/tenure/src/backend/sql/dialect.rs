@@ -1,0 +1,31 @@
+//! How one engine spells the few things that differ between the three SQL dialects.
+
+/// How one engine spells the few things that differ.
+#[derive(Clone, Copy)]
+pub struct Dialect {
+    /// Positional parameter `n` (1-based): `$1` or `?`.
+    pub param: fn(usize) -> String,
+    /// A text column as the driver's plain string type (MySQL reports `utf8mb4_bin` columns
+    /// as binary strings).
+    pub text: fn(&str) -> String,
+    /// A timestamp column as microseconds since the epoch (BIGINT).
+    pub to_us: fn(&str) -> String,
+    /// A microseconds parameter as a timestamp value.
+    pub from_us: fn(&str) -> String,
+    /// The database's current time, read when the expression is evaluated.
+    pub now_us: &'static str,
+    /// Whether the row lock and the clock can be read in one statement, with the clock read
+    /// after the lock was granted.
+    pub now_with_lock: bool,
+    /// The locking clause for the row (empty where the transaction already locks).
+    pub for_update: &'static str,
+    /// The clause that locks a row in share mode (empty where the transaction already locks).
+    pub share_lock: &'static str,
+    /// Whether `UPDATE … RETURNING` exists.
+    pub update_returning: bool,
+    /// PostgreSQL: the statement that writes a history event also sends `NOTIFY
+    /// <prefix>lease, '<name>'` (one round trip, not two), which wakes followers at commit.
+    pub notify_on_event: bool,
+    /// The DDL, with `{p}` standing for the table prefix.
+    pub schema: &'static [&'static str],
+}

@@ -1,0 +1,401 @@
+//! The operations of [`SqlBackend`]: its one `impl Backend`. Every write runs the model
+//! ([`decide`]) in a transaction that holds the lease row's lock and reads the database's clock
+//! after taking it; the [`Engine`] says how its database spells that, and may decide some
+//! operations in one statement first.
+
+use super::backend::{Engine, SqlBackend};
+use super::classify::{is_duplicate_object, is_missing_table, is_retryable};
+use super::retention::prunes_history;
+use super::rows::RawLease;
+use super::statements::{RENEW_CHUNK, SCHEMA_VERSION};
+use crate::backend::{Applied, Backend, BackendKind, HistoryEntry, RedactedUrl, Renewed, Snapshot};
+use crate::error::{Error, Result};
+use crate::model::{decide, DbTime, Lease, Op};
+use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Row, Type};
+use tokio::sync::broadcast;
+
+// === the model's transaction and the rows it reads ===
+
+impl<E: Engine> SqlBackend<E>
+where
+    for<'c> &'c mut <E::Database as Database>::Connection: Executor<'c, Database = E::Database>,
+    for<'q> <E::Database as Database>::Arguments<'q>: IntoArguments<'q, E::Database>,
+    for<'a> &'a str:
+        ColumnIndex<<E::Database as Database>::Row> + Encode<'a, E::Database> + Type<E::Database>,
+    for<'a> String: Encode<'a, E::Database> + Decode<'a, E::Database> + Type<E::Database>,
+    for<'a> Option<String>: Encode<'a, E::Database>,
+    for<'a> i64: Encode<'a, E::Database> + Decode<'a, E::Database> + Type<E::Database>,
+    for<'a> bool: Encode<'a, E::Database> + Decode<'a, E::Database> + Type<E::Database>,
+{
+    fn raw_lease(
+        row: &<E::Database as Database>::Row,
+    ) -> std::result::Result<RawLease, sqlx::Error> {
+        Ok(RawLease {
+            name: row.try_get("name")?,
+            holder: row.try_get("holder")?,
+            term: row.try_get("term")?,
+            acquired_us: row.try_get("acquired_us")?,
+            renewed_us: row.try_get("renewed_us")?,
+            expires_us: row.try_get("expires_us")?,
+            ttl_ms: row.try_get("ttl_ms")?,
+            metadata: row.try_get("metadata")?,
+            handover_to: row.try_get("handover_to")?,
+            paused: row.try_get("paused")?,
+        })
+    }
+
+    /// A lease row, as every statement that returns one reads it.
+    pub(in crate::backend) fn lease_from(
+        &self,
+        row: &<E::Database as Database>::Row,
+    ) -> Result<Lease> {
+        Self::raw_lease(row)?.into_lease(&self.stmts.lease_table)
+    }
+
+    /// Rows of a `clock_join` query: the clock, and the lease if the join matched.
+    fn snapshot_from(&self, rows: &[<E::Database as Database>::Row]) -> Result<Snapshot> {
+        let mut now = None;
+        let mut leases = Vec::new();
+        for row in rows {
+            now = Some(DbTime(row.try_get::<i64, _>("now_us")?));
+            if row.try_get::<Option<String>, _>("name")?.is_some() {
+                leases.push(self.lease_from(row)?);
+            }
+        }
+        let now = now.ok_or_else(|| Error::Corrupt {
+            table: self.stmts.lease_table.clone(),
+            reason: "the clock query returned no row".to_string(),
+        })?;
+        Ok(Snapshot { now, leases })
+    }
+
+    /// One attempt at `op`: lock the row, read the clock after the lock was granted, let the
+    /// model decide, write the row and the event it returns, commit.
+    async fn apply_once(&self, name: &str, op: &Op, actor: &str) -> Result<Applied> {
+        let s = &self.stmts;
+        let mut tx = self.pool.begin_with(E::BEGIN).await?;
+        let row = sqlx::query(&s.lock_row)
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let mut now = None;
+        let current = match &row {
+            Some(row) => {
+                if let Ok(Some(us)) = row.try_get::<Option<i64>, _>("now_us") {
+                    now = Some(DbTime(us));
+                }
+                Some(self.lease_from(row)?)
+            }
+            None => None,
+        };
+        let now = match now {
+            Some(now) => now,
+            None => DbTime(
+                sqlx::query(&s.now)
+                    .fetch_one(&mut *tx)
+                    .await?
+                    .try_get::<i64, _>("now_us")?,
+            ),
+        };
+        let decision = decide(now, name, current.as_ref(), op);
+        if let (true, Some(lease)) = (decision.write, &decision.lease) {
+            let query = if current.is_some() {
+                sqlx::query(&s.update_row)
+            } else {
+                sqlx::query(&s.insert_row).bind(&lease.name)
+            };
+            let query = query
+                .bind(&lease.holder)
+                .bind(lease.term as i64)
+                .bind(lease.acquired_at.0)
+                .bind(lease.renewed_at.0)
+                .bind(lease.expires_at.0)
+                .bind(lease.ttl_ms as i64)
+                .bind(&lease.metadata)
+                .bind(&lease.handover_to)
+                .bind(lease.paused);
+            let query = if current.is_some() {
+                query.bind(&lease.name)
+            } else {
+                query
+            };
+            query.execute(&mut *tx).await?;
+        }
+        if let Some(event) = &decision.event {
+            let prune = prunes_history(event);
+            if let Some(keep) = self.retention_us.filter(|_| prune) {
+                sqlx::query(&s.prune_history)
+                    .bind(name)
+                    .bind(now.0.saturating_sub(keep))
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            sqlx::query(&s.insert_history)
+                .bind(name)
+                .bind(event.term as i64)
+                .bind(&event.holder)
+                .bind(event.kind.as_str())
+                .bind(now.0)
+                .bind(actor)
+                .bind(&event.detail)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(Applied {
+            now,
+            lease: decision.lease,
+            effect: decision.effect,
+        })
+    }
+}
+
+// === impl Backend ===
+
+#[async_trait::async_trait]
+impl<E: Engine> Backend for SqlBackend<E>
+where
+    for<'c> &'c mut <E::Database as Database>::Connection: Executor<'c, Database = E::Database>,
+    for<'q> <E::Database as Database>::Arguments<'q>: IntoArguments<'q, E::Database>,
+    for<'a> &'a str:
+        ColumnIndex<<E::Database as Database>::Row> + Encode<'a, E::Database> + Type<E::Database>,
+    for<'a> String: Encode<'a, E::Database> + Decode<'a, E::Database> + Type<E::Database>,
+    for<'a> Option<String>: Encode<'a, E::Database>,
+    for<'a> i64: Encode<'a, E::Database> + Decode<'a, E::Database> + Type<E::Database>,
+    for<'a> bool: Encode<'a, E::Database> + Decode<'a, E::Database> + Type<E::Database>,
+{
+    fn kind(&self) -> BackendKind {
+        E::KIND
+    }
+
+    fn url(&self) -> &RedactedUrl {
+        &self.url
+    }
+
+    async fn apply(&self, name: &str, op: &Op, actor: &str) -> Result<Applied> {
+        if let Some(applied) = E::one_statement(self, name, op, actor).await? {
+            return Ok(applied);
+        }
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.apply_once(name, op, actor).await {
+                Err(Error::Database(e)) if attempt < 8 && is_retryable(&e) => {
+                    tracing::debug!(name, error = %e, "transient conflict; retrying");
+                    let pause = rand::random::<u64>() % (2 * attempt as u64 + 1);
+                    tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn renew_many(&self, holder: &str, leases: &[(String, u64)]) -> Result<Renewed> {
+        let s = &self.stmts;
+        let mut tx = self.pool.begin_with(E::BEGIN).await?;
+        let now = DbTime(
+            sqlx::query(&s.now)
+                .fetch_one(&mut *tx)
+                .await?
+                .try_get::<i64, _>("now_us")?,
+        );
+        let mut renewed = Vec::with_capacity(leases.len());
+        for chunk in leases.chunks(RENEW_CHUNK) {
+            let (update, read_back) = s.renew(chunk.len());
+            let mut query = sqlx::query(&update)
+                .bind(now.0)
+                .bind(now.0)
+                .bind(holder)
+                .bind(now.0)
+                .bind(holder);
+            for (name, term) in chunk {
+                query = query.bind(name).bind(*term as i64);
+            }
+            let rows = match read_back {
+                None => query.fetch_all(&mut *tx).await?,
+                Some(select) => {
+                    query.execute(&mut *tx).await?;
+                    let mut query = sqlx::query(&select).bind(holder).bind(now.0);
+                    for (name, term) in chunk {
+                        query = query.bind(name).bind(*term as i64);
+                    }
+                    query.fetch_all(&mut *tx).await?
+                }
+            };
+            for row in &rows {
+                renewed.push(self.lease_from(row)?);
+            }
+        }
+        tx.commit().await?;
+        Ok(Renewed {
+            now,
+            leases: renewed,
+        })
+    }
+
+    async fn last_tick(&self, name: &str) -> Result<(Option<i64>, DbTime)> {
+        let row = sqlx::query(&self.stmts.last_tick)
+            .bind(name)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok((row.try_get("last_tick_ms")?, DbTime(row.try_get("now_us")?)))
+    }
+
+    async fn complete_tick(
+        &self,
+        name: &str,
+        holder: &str,
+        term: u64,
+        tick_ms: i64,
+    ) -> Result<bool> {
+        let s = &self.stmts;
+        let mut tx = self.pool.begin_with(E::BEGIN).await?;
+        let lease = sqlx::query(&s.fence_row)
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let held = match &lease {
+            Some(row) => {
+                row.try_get::<Option<String>, _>("holder")?.as_deref() == Some(holder)
+                    && row.try_get::<i64, _>("term")? == term as i64
+                    && row.try_get::<i64, _>("expires_us")? > row.try_get::<i64, _>("now_us")?
+            }
+            None => false,
+        };
+        if !held {
+            return Err(Error::LeaseLost {
+                name: name.to_string(),
+                candidate: holder.to_string(),
+                term,
+            });
+        }
+        let now: i64 = sqlx::query(&s.now)
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get("now_us")?;
+        let last: Option<i64> = sqlx::query(&s.lock_tick)
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|row| row.try_get("last_tick_ms"))
+            .transpose()?;
+        let statement = match last {
+            Some(last) if last >= tick_ms => return Ok(false),
+            Some(_) => &s.update_tick,
+            None => &s.insert_tick,
+        };
+        sqlx::query(statement)
+            .bind(tick_ms)
+            .bind(term as i64)
+            .bind(holder)
+            .bind(now)
+            .bind(name)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn get(&self, name: &str) -> Result<Snapshot> {
+        let rows = sqlx::query(&self.stmts.get_row)
+            .bind(name)
+            .fetch_all(&self.pool)
+            .await?;
+        self.snapshot_from(&rows)
+    }
+
+    async fn list(&self) -> Result<Snapshot> {
+        let rows = sqlx::query(&self.stmts.list).fetch_all(&self.pool).await?;
+        self.snapshot_from(&rows)
+    }
+
+    async fn history(&self, name: &str, limit: u32) -> Result<Vec<HistoryEntry>> {
+        let rows = sqlx::query(&self.stmts.history)
+            .bind(name)
+            .bind(i64::from(limit))
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(HistoryEntry {
+                    id: row.try_get("id")?,
+                    name: row.try_get("name")?,
+                    term: u64::try_from(row.try_get::<i64, _>("term")?).unwrap_or(0),
+                    holder: row.try_get("holder")?,
+                    event: row.try_get("event")?,
+                    at: DbTime(row.try_get("at_us")?),
+                    actor: row.try_get("actor")?,
+                    detail: row.try_get("detail")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn migrate(&self) -> Result<()> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let result: std::result::Result<(), sqlx::Error> = async {
+                for ddl in &self.stmts.schema {
+                    sqlx::query(ddl).execute(&self.pool).await?;
+                }
+                sqlx::query(&self.stmts.init_version)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
+            }
+            .await;
+            match result {
+                // Concurrent `CREATE TABLE IF NOT EXISTS` can collide in PostgreSQL's
+                // catalog; the other creator has then done the work.
+                Err(e) if attempt < 6 && (is_retryable(&e) || is_duplicate_object(&e)) => {}
+                Err(e) => return Err(e.into()),
+                Ok(()) => return self.check_schema().await,
+            }
+        }
+    }
+
+    async fn check_schema(&self) -> Result<()> {
+        let missing = |table: &str| Error::SchemaMissing {
+            table: table.to_string(),
+            url: self.url.to_string(),
+        };
+        let version = match sqlx::query(&self.stmts.schema_version)
+            .fetch_one(&self.pool)
+            .await
+        {
+            Ok(row) => row.try_get::<Option<i64>, _>("version")?,
+            Err(e) if is_missing_table(&e) => {
+                return Err(missing(&self.stmts.schema_table));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if let Err(e) = sqlx::query(&self.stmts.probe_lease)
+            .fetch_optional(&self.pool)
+            .await
+        {
+            return Err(if is_missing_table(&e) {
+                missing(&self.stmts.lease_table)
+            } else {
+                e.into()
+            });
+        }
+        match version {
+            None => Err(missing(&self.stmts.schema_table)),
+            Some(found) if found > SCHEMA_VERSION => Err(Error::SchemaTooNew {
+                found,
+                supported: SCHEMA_VERSION,
+                url: self.url.to_string(),
+            }),
+            Some(_) => Ok(()),
+        }
+    }
+
+    fn schema_sql(&self) -> String {
+        self.stmts.script()
+    }
+
+    fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
+        self.engine.subscribe()
+    }
+}

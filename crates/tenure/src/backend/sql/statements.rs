@@ -1,0 +1,366 @@
+//! Every statement a backend runs, built once per store from the table prefix and the engine's
+//! [`Dialect`]: one small function per statement, each saying its parameters in order.
+
+use super::dialect::Dialect;
+
+/// The schema version this build writes and understands.
+pub(crate) const SCHEMA_VERSION: i64 = 1;
+
+/// How many (name, term) pairs one renewal statement carries (two parameters each, well under
+/// every engine's limit).
+pub(crate) const RENEW_CHUNK: usize = 5000;
+
+/// Every statement a backend runs, with the table prefix filled in.
+pub(crate) struct Statements {
+    pub lock_row: String,
+    pub now: String,
+    pub get_row: String,
+    pub list: String,
+    pub insert_row: String,
+    pub update_row: String,
+    pub insert_history: String,
+    pub prune_history: String,
+    pub history: String,
+    pub schema: Vec<String>,
+    pub schema_version: String,
+    pub init_version: String,
+    pub probe_lease: String,
+    pub last_tick: String,
+    pub fence_row: String,
+    pub lock_tick: String,
+    pub insert_tick: String,
+    pub update_tick: String,
+    pub lease_table: String,
+    pub schema_table: String,
+    /// Whether `UPDATE … RETURNING` exists (PostgreSQL, SQLite); else the rows are read back.
+    returning: bool,
+    dialect: Dialect,
+}
+
+/// The table names, with the prefix filled in.
+struct Tables {
+    lease: String,
+    history: String,
+    tick: String,
+    schema: String,
+}
+
+impl Statements {
+    pub fn new(prefix: &str, d: &Dialect) -> Statements {
+        let t = Tables {
+            lease: format!("{prefix}lease"),
+            history: format!("{prefix}history"),
+            tick: format!("{prefix}tick"),
+            schema: format!("{prefix}schema"),
+        };
+        Statements {
+            lock_row: lock_row(&t, d),
+            now: format!("SELECT {} AS now_us", d.now_us),
+            get_row: format!(
+                "{} LEFT JOIN {} l ON l.name = {}",
+                clock_join(d),
+                t.lease,
+                (d.param)(1)
+            ),
+            list: format!(
+                "{} LEFT JOIN {} l ON 1 = 1 ORDER BY l.name",
+                clock_join(d),
+                t.lease
+            ),
+            insert_row: insert_row(&t, d),
+            update_row: update_row(&t, d),
+            insert_history: insert_history(&t, d),
+            prune_history: prune_history(&t, d),
+            history: history(&t, d),
+            schema: d.schema.iter().map(|s| s.replace("{p}", prefix)).collect(),
+            schema_version: format!("SELECT MAX(version) AS version FROM {}", t.schema),
+            init_version: init_version(&t),
+            probe_lease: format!("SELECT name FROM {} WHERE 1 = 0", t.lease),
+            last_tick: last_tick(&t, d),
+            fence_row: fence_row(&t, d),
+            lock_tick: lock_tick(&t, d),
+            insert_tick: insert_tick(&t, d),
+            update_tick: update_tick(&t, d),
+            lease_table: t.lease,
+            schema_table: t.schema,
+            returning: d.update_returning,
+            dialect: *d,
+        }
+    }
+
+    /// The keep-alive of `n` held leases ([`Op::Renew`](crate::model::Op::Renew) for each): an
+    /// `UPDATE` whose parameters are, in order, now, now, holder, now, holder, then `n` (name,
+    /// term) pairs; and, where the engine has no `UPDATE … RETURNING`, a `SELECT` of the renewed
+    /// rows whose parameters are holder, now, then the pairs.
+    pub fn renew(&self, n: usize) -> (String, Option<String>) {
+        let d = &self.dialect;
+        let p = d.param;
+        let pairs = |first: usize| {
+            (0..n)
+                .map(|i| format!("({}, {})", p(first + 2 * i), p(first + 2 * i + 1)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let cols = lease_columns(d, "");
+        let update = format!(
+            "UPDATE {lease} SET renewed_at = {now}, expires_at = {expires}, handover_to = NULL \
+             WHERE holder = {holder} AND expires_at > {now_again} AND NOT paused \
+             AND (handover_to IS NULL OR handover_to = {holder_again}) \
+             AND (name, term) IN ({pairs}){returning}",
+            lease = self.lease_table,
+            now = (d.from_us)(&p(1)),
+            expires = (d.from_us)(&format!("({} + ttl_ms * 1000)", p(2))),
+            holder = p(3),
+            now_again = (d.from_us)(&p(4)),
+            holder_again = p(5),
+            pairs = pairs(6),
+            returning = if self.returning {
+                format!(" RETURNING {cols}")
+            } else {
+                String::new()
+            },
+        );
+        let read_back = (!self.returning).then(|| {
+            format!(
+                "SELECT {cols} FROM {lease} WHERE holder = {} AND renewed_at = {} \
+                 AND (name, term) IN ({})",
+                p(1),
+                (d.from_us)(&p(2)),
+                pairs(3),
+                lease = self.lease_table,
+            )
+        });
+        (update, read_back)
+    }
+
+    /// The DDL as one script.
+    pub fn script(&self) -> String {
+        let mut out = String::new();
+        for s in &self.schema {
+            out.push_str(s.trim());
+            out.push_str(";\n\n");
+        }
+        out.push_str(&self.init_version);
+        out.push_str(";\n");
+        out
+    }
+}
+
+/// The lease row's columns as every query reads them (times as microseconds, text as the
+/// driver's plain strings), optionally qualified (`l.`).
+pub(crate) fn lease_columns(d: &Dialect, q: &str) -> String {
+    let t = d.text;
+    format!(
+        "{} AS name, {} AS holder, {q}term AS term, {} AS acquired_us, {} AS renewed_us, \
+         {} AS expires_us, {q}ttl_ms AS ttl_ms, {} AS metadata, {} AS handover_to, \
+         {q}paused AS paused",
+        t(&format!("{q}name")),
+        t(&format!("{q}holder")),
+        (d.to_us)(&format!("{q}acquired_at")),
+        (d.to_us)(&format!("{q}renewed_at")),
+        (d.to_us)(&format!("{q}expires_at")),
+        t(&format!("{q}metadata")),
+        t(&format!("{q}handover_to")),
+    )
+}
+
+/// The row, locked for the model's transaction, with the clock read after the lock was granted
+/// where the engine can do both in one statement (`now_us`). Parameter: name.
+fn lock_row(t: &Tables, d: &Dialect) -> String {
+    let select_row = format!(
+        "SELECT {} FROM {} WHERE name = {}",
+        lease_columns(d, ""),
+        t.lease,
+        (d.param)(1)
+    );
+    if d.now_with_lock {
+        format!(
+            "SELECT l.*, {} AS now_us FROM ({select_row} {}) l",
+            d.now_us, d.for_update
+        )
+    } else {
+        format!("{select_row} {}", d.for_update)
+    }
+}
+
+/// The clock as a one-row table, left-joined to lease rows by [`Statements::get_row`] and
+/// [`Statements::list`], so that a read always answers with the clock.
+fn clock_join(d: &Dialect) -> String {
+    format!(
+        "SELECT {} AS now_us, {} FROM (SELECT 1 AS one) d",
+        d.now_us,
+        lease_columns(d, "l.")
+    )
+}
+
+/// Parameters: name, holder, term, acquired, renewed, expires (microseconds), ttl_ms,
+/// metadata, handover_to, paused.
+fn insert_row(t: &Tables, d: &Dialect) -> String {
+    let p = d.param;
+    format!(
+        "INSERT INTO {} (name, holder, term, acquired_at, renewed_at, expires_at, \
+         ttl_ms, metadata, handover_to, paused) \
+         VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
+        t.lease,
+        p(1),
+        p(2),
+        p(3),
+        (d.from_us)(&p(4)),
+        (d.from_us)(&p(5)),
+        (d.from_us)(&p(6)),
+        p(7),
+        p(8),
+        p(9),
+        p(10)
+    )
+}
+
+/// Parameters in binding order (`?` is positional): the row's values as for
+/// [`insert_row`] but the name, then the name.
+fn update_row(t: &Tables, d: &Dialect) -> String {
+    let p = d.param;
+    format!(
+        "UPDATE {} SET holder = {}, term = {}, acquired_at = {}, renewed_at = {}, \
+         expires_at = {}, ttl_ms = {}, metadata = {}, handover_to = {}, paused = {} \
+         WHERE name = {}",
+        t.lease,
+        p(1),
+        p(2),
+        (d.from_us)(&p(3)),
+        (d.from_us)(&p(4)),
+        (d.from_us)(&p(5)),
+        p(6),
+        p(7),
+        p(8),
+        p(9),
+        p(10)
+    )
+}
+
+/// Parameters: name, term, holder, event, at (microseconds), actor, detail.
+fn insert_history(t: &Tables, d: &Dialect) -> String {
+    let p = d.param;
+    let insert = format!(
+        "INSERT INTO {} (name, term, holder, event, at, actor, detail) \
+         VALUES ({}, {}, {}, {}, {}, {}, {})",
+        t.history,
+        p(1),
+        p(2),
+        p(3),
+        p(4),
+        (d.from_us)(&p(5)),
+        p(6),
+        p(7)
+    );
+    if d.notify_on_event {
+        // The prefix is validated to identifier characters: safe inside quotes.
+        format!(
+            "WITH h AS ({insert}) SELECT pg_notify('{}', {})",
+            t.lease,
+            p(1)
+        )
+    } else {
+        insert
+    }
+}
+
+/// Parameters: name, the oldest instant kept (microseconds).
+fn prune_history(t: &Tables, d: &Dialect) -> String {
+    format!(
+        "DELETE FROM {} WHERE name = {} AND at < {}",
+        t.history,
+        (d.param)(1),
+        (d.from_us)(&(d.param)(2))
+    )
+}
+
+/// Parameters: name, limit.
+fn history(t: &Tables, d: &Dialect) -> String {
+    let text = d.text;
+    format!(
+        "SELECT id, {} AS name, term, {} AS holder, event, {} AS at_us, {} AS actor, \
+         {} AS detail FROM {} WHERE name = {} ORDER BY id DESC LIMIT {}",
+        text("name"),
+        text("holder"),
+        (d.to_us)("at"),
+        text("actor"),
+        text("detail"),
+        t.history,
+        (d.param)(1),
+        (d.param)(2)
+    )
+}
+
+/// Records [`SCHEMA_VERSION`] in a new schema table; leaves a recorded version alone.
+fn init_version(t: &Tables) -> String {
+    format!(
+        "INSERT INTO {schema} (version) SELECT {SCHEMA_VERSION} FROM (SELECT 1 AS one) d \
+         WHERE NOT EXISTS (SELECT 1 FROM {schema})",
+        schema = t.schema
+    )
+}
+
+/// The last completed tick of a schedule, if any, with the clock. Parameter: name.
+fn last_tick(t: &Tables, d: &Dialect) -> String {
+    format!(
+        "SELECT {} AS now_us, t.last_tick_ms FROM (SELECT 1 AS one) d \
+         LEFT JOIN {} t ON t.name = {}",
+        d.now_us,
+        t.tick,
+        (d.param)(1)
+    )
+}
+
+/// The lease row, share-locked, with the clock, to check a holder's term. Parameter: name.
+fn fence_row(t: &Tables, d: &Dialect) -> String {
+    format!(
+        "SELECT {} AS holder, term, {} AS expires_us, {} AS now_us FROM {} \
+         WHERE name = {} {}",
+        (d.text)("holder"),
+        (d.to_us)("expires_at"),
+        d.now_us,
+        t.lease,
+        (d.param)(1),
+        d.share_lock
+    )
+}
+
+/// A schedule's tick row, locked. Parameter: name.
+fn lock_tick(t: &Tables, d: &Dialect) -> String {
+    format!(
+        "SELECT last_tick_ms FROM {} WHERE name = {} {}",
+        t.tick,
+        (d.param)(1),
+        d.for_update
+    )
+}
+
+/// Parameters: tick_ms, term, holder, completed (microseconds), name.
+fn insert_tick(t: &Tables, d: &Dialect) -> String {
+    let p = d.param;
+    format!(
+        "INSERT INTO {} (last_tick_ms, term, holder, completed_at, name) \
+         VALUES ({}, {}, {}, {}, {})",
+        t.tick,
+        p(1),
+        p(2),
+        p(3),
+        (d.from_us)(&p(4)),
+        p(5)
+    )
+}
+
+/// Parameters as for [`insert_tick`].
+fn update_tick(t: &Tables, d: &Dialect) -> String {
+    let p = d.param;
+    format!(
+        "UPDATE {} SET last_tick_ms = {}, term = {}, holder = {}, \
+         completed_at = {} WHERE name = {}",
+        t.tick,
+        p(1),
+        p(2),
+        p(3),
+        (d.from_us)(&p(4)),
+        p(5)
+    )
+}

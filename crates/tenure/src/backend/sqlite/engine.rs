@@ -1,0 +1,121 @@
+//! The SQLite engine: its schema, its dialect and its single-connection pool.
+
+use crate::backend::sql::{Dialect, Engine};
+use crate::backend::{BackendKind, RedactedUrl, StoreOptions};
+use crate::error::{Error, Result};
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::SqlitePool;
+use std::str::FromStr;
+
+const SCHEMA: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS {p}lease (
+    name TEXT NOT NULL PRIMARY KEY,
+    holder TEXT,
+    term INTEGER NOT NULL,
+    acquired_at TEXT NOT NULL,
+    renewed_at TEXT NOT NULL,
+    expires_at TEXT NOT NULL,
+    ttl_ms INTEGER NOT NULL,
+    metadata TEXT,
+    handover_to TEXT,
+    paused INTEGER NOT NULL DEFAULT 0
+)",
+    "CREATE TABLE IF NOT EXISTS {p}history (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL,
+    term INTEGER NOT NULL,
+    holder TEXT,
+    event TEXT NOT NULL,
+    at TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    detail TEXT NOT NULL
+)",
+    "CREATE INDEX IF NOT EXISTS {p}history_name_at ON {p}history (name, at)",
+    "CREATE TABLE IF NOT EXISTS {p}tick (
+    name TEXT NOT NULL PRIMARY KEY,
+    last_tick_ms INTEGER NOT NULL,
+    term INTEGER NOT NULL,
+    holder TEXT NOT NULL,
+    completed_at TEXT NOT NULL
+)",
+    "CREATE TABLE IF NOT EXISTS {p}schema (version BIGINT NOT NULL)",
+];
+
+/// The SQLite engine of [`SqliteBackend`](super::SqliteBackend). It keeps no state of its own.
+pub struct Sqlite;
+
+impl Engine for Sqlite {
+    type Database = sqlx::Sqlite;
+    const KIND: BackendKind = BackendKind::Sqlite;
+    const NAME: &'static str = "SqliteBackend";
+    /// Takes SQLite's single write lock before the row is read.
+    const BEGIN: &'static str = "BEGIN IMMEDIATE";
+
+    fn dialect() -> Dialect {
+        Dialect {
+            text: |col| col.to_string(),
+            param: |_| "?".to_string(),
+            to_us: |col| {
+                format!(
+                    "(CAST(ROUND((julianday({col}) - 2440587.5) * 86400000.0) AS INTEGER) * 1000)"
+                )
+            },
+            from_us: |param| {
+                format!(
+                    "strftime('%Y-%m-%d %H:%M:%f', CAST({param} AS REAL) / 1000000.0, 'unixepoch')"
+                )
+            },
+            now_us: "(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) * 1000)",
+            // BEGIN IMMEDIATE already holds the write lock when the row and clock are read.
+            now_with_lock: false,
+            for_update: "",
+            share_lock: "",
+            update_returning: true,
+            notify_on_event: false,
+            schema: SCHEMA,
+        }
+    }
+
+    async fn open(
+        url: &str,
+        redacted: &RedactedUrl,
+        options: &StoreOptions,
+    ) -> Result<(SqlitePool, Sqlite)> {
+        let connect = SqliteConnectOptions::from_str(url)
+            .map_err(|e| Error::BadUrl {
+                url: redacted.to_string(),
+                reason: e.to_string(),
+            })?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(options.timeout);
+        let pool = SqlitePoolOptions::new()
+            // One connection: SQLite has one writer at a time anyway, and the pool's queue is
+            // first come, first served, where writers contending through `busy_timeout` poll
+            // and can starve one another. (It also keeps `:memory:` one database.)
+            .max_connections(1)
+            .acquire_timeout(options.timeout)
+            // A transaction cancelled at the wrong instant (a timeout while the process was
+            // starved, say) can leave the connection inside it: its rollback failed while a
+            // statement was still active. Reused, that connection would hold the write lock
+            // forever and refuse every `BEGIN`; closed, SQLite rolls it back.
+            .before_acquire(|conn, _| {
+                Box::pin(async move {
+                    use sqlx::TransactionManager;
+                    Ok(
+                        <sqlx::Sqlite as sqlx::Database>::TransactionManager::get_transaction_depth(
+                            conn,
+                        ) == 0,
+                    )
+                })
+            })
+            .connect_with(connect)
+            .await
+            .map_err(|source| Error::Connect {
+                url: redacted.to_string(),
+                source,
+            })?;
+        Ok((pool, Sqlite))
+    }
+}
