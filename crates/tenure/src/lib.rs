@@ -36,6 +36,7 @@
 //!     _ = tokio::time::sleep(Duration::from_millis(100)) => println!("work done"),
 //! }
 //! assert_eq!(store.leader("billing-cron").await?.unwrap().term, guard.term());
+//! drop(guard); // the leader-only work has stopped: nothing holds the tenure any more
 //! elector.shutdown().await; // releases, so a follower takes over at once
 //! # Ok(()) }
 //! ```
