@@ -1,6 +1,6 @@
 //! The admin calls' bearer token and the requester's address (the actor in the history).
 
-use super::api::ApiError;
+use super::error::ApiError;
 use super::AppState;
 use axum::extract::connect_info::ConnectInfo;
 use axum::extract::{FromRequestParts, Request, State};

@@ -6,7 +6,7 @@
 //! is all it takes to export them. The server adds what its shared watcher sees of every name
 //! (`tenure_observed_leader`, `tenure_observed_term`) and of itself (`tenure_serve_*`).
 
-use super::api::ApiError;
+use super::error::ApiError;
 use super::AppState;
 use axum::extract::State;
 use axum::http::{header, StatusCode};

@@ -5,7 +5,10 @@
 //! # Layout
 //! - this file: [`AppState`], the router [`app`] (drivable with `oneshot`, without a socket)
 //!   and [`serve`], which runs it until the caller's shutdown future completes.
-//! - `api`: the handlers and the JSON error every failure answers with.
+//! - `error`: [`ApiError`](error::ApiError), the JSON error every failure answers with.
+//! - `reads`: health, status, one lease, its leader and its history; blocking or not.
+//! - `campaigns`: this process's own `--campaign` roles and the leader-check.
+//! - `admin`: demote, handover, pause and resume, behind the token.
 //! - `params`: path names, query parameters and admin bodies, parsed strictly (400 otherwise).
 //! - `watch`: the shared watcher. One database read per poll interval (and, on PostgreSQL, one
 //!   per NOTIFY) serves every waiting client, however many there are.
@@ -13,10 +16,13 @@
 //! - `metrics`: the Prometheus recorder behind the library's `metrics` facade.
 //! - `openapi.json`, `page.html`: the API description and the status page, embedded.
 
-mod api;
+mod admin;
 mod auth;
+mod campaigns;
+mod error;
 pub mod metrics;
 mod params;
+mod reads;
 mod watch;
 
 #[cfg(test)]
@@ -88,25 +94,25 @@ impl AppState {
 /// Every route of `tenure serve`.
 pub fn app(state: AppState) -> Router {
     let admin = Router::new()
-        .route("/v1/demote/{name}", post(api::demote))
-        .route("/v1/handover/{name}", post(api::handover))
-        .route("/v1/pause/{name}", post(api::pause))
-        .route("/v1/resume/{name}", post(api::resume))
+        .route("/v1/demote/{name}", post(admin::demote))
+        .route("/v1/handover/{name}", post(admin::handover))
+        .route("/v1/pause/{name}", post(admin::pause))
+        .route("/v1/resume/{name}", post(admin::resume))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::require));
     Router::new()
         .route("/", get(page))
         .route("/openapi.json", get(openapi))
-        .route("/health", get(api::health))
+        .route("/health", get(reads::health))
         .route("/metrics", get(metrics::render))
-        .route("/v1/status", get(api::status))
-        .route("/v1/status/{name}", get(api::lease))
-        .route("/v1/leader/{name}", get(api::leader))
-        .route("/v1/history/{name}", get(api::history))
-        .route("/v1/self", get(api::campaigns))
-        .route("/v1/self/{name}", get(api::campaign))
-        .route("/v1/leader-check/{name}", get(api::leader_check))
+        .route("/v1/status", get(reads::status))
+        .route("/v1/status/{name}", get(reads::lease))
+        .route("/v1/leader/{name}", get(reads::leader))
+        .route("/v1/history/{name}", get(reads::history))
+        .route("/v1/self", get(campaigns::campaigns))
+        .route("/v1/self/{name}", get(campaigns::campaign))
+        .route("/v1/leader-check/{name}", get(campaigns::leader_check))
         .merge(admin)
-        .fallback(api::no_route)
+        .fallback(error::no_route)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn(edges))
         .with_state(state)
@@ -142,14 +148,14 @@ async fn edges(request: Request, next: Next) -> Response {
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if announced.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-        return api::ApiError::too_large().into_response();
+        return error::ApiError::too_large().into_response();
     }
     let mut response = next.run(request).await;
     if response.status() == StatusCode::METHOD_NOT_ALLOWED
         && !response.headers().contains_key(header::CONTENT_TYPE)
     {
         let allow = response.headers().get(header::ALLOW).cloned();
-        response = api::ApiError::new(
+        response = error::ApiError::new(
             StatusCode::METHOD_NOT_ALLOWED,
             "method not allowed on this path",
         )

@@ -1,5 +1,6 @@
 //! The lease rules, with no IO: [`decide`] maps (database now, current row, operation) to the
-//! row to write, the history event to append and what happened.
+//! row to write, the history event to append and what happened. Each operation's rules are one
+//! function of `ops.rs`; this file holds the data they read and write.
 //!
 //! Every backend runs exactly this function inside a transaction that holds the row's lock and
 //! read `now` from the database's clock after taking it, so the rules exist once. The
@@ -7,7 +8,11 @@
 //! that each backend's stored rows and answers agree with this function for random sequences
 //! of operations and real expiries.
 
+mod ops;
+
 use std::fmt;
+
+use ops::Ask;
 
 /// A point on the database server's clock, in microseconds since the Unix epoch.
 ///
@@ -270,7 +275,45 @@ pub struct Decision {
 
 /// Applies `op` to the row `current` of `name` at the database instant `now`.
 pub fn decide(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Decision {
-    let mut decision = decide_row(now, name, current, op);
+    let mut decision = match op {
+        Op::Campaign {
+            candidate,
+            term,
+            ttl_ms,
+            metadata,
+        } => {
+            let ask = Ask {
+                me: candidate,
+                term: *term,
+                ttl_ms: *ttl_ms,
+                metadata,
+            };
+            ops::campaign(now, name, current, &ask)
+        }
+        Op::Succeed {
+            candidate,
+            term,
+            ttl_ms,
+        } => ops::succeed(now, name, current, candidate, *term, *ttl_ms),
+        Op::Renew { candidate, term } => ops::renew(now, current, candidate, *term),
+        Op::Release {
+            candidate,
+            term,
+            at_least_ms,
+            reason,
+        } => ops::release(
+            now,
+            current,
+            candidate,
+            *term,
+            *at_least_ms,
+            reason.as_deref(),
+        ),
+        Op::Demote { immediate } => ops::demote(now, current, *immediate),
+        Op::Handover { to, immediate } => ops::handover(now, current, to, *immediate),
+        Op::Pause => ops::pause(now, name, current),
+        Op::Resume => ops::resume(current),
+    };
     // A release or demote empties the row; its history event names who gave the lease up.
     if let Some(event) = &mut decision.event {
         if matches!(event.kind, EventKind::Released | EventKind::Demoted) {
@@ -278,352 +321,6 @@ pub fn decide(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Deci
         }
     }
     decision
-}
-
-fn decide_row(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Decision {
-    let unchanged = |effect| Decision {
-        lease: current.cloned(),
-        write: false,
-        event: None,
-        effect,
-    };
-    let changed = |lease: Lease, kind: EventKind, detail: String, effect| Decision {
-        event: Some(Event {
-            kind,
-            term: lease.term,
-            holder: lease.holder.clone(),
-            detail,
-        }),
-        lease: Some(lease),
-        write: true,
-        effect,
-    };
-
-    match op {
-        Op::Campaign {
-            candidate,
-            term,
-            ttl_ms,
-            metadata,
-        } => {
-            let Some(row) = current else {
-                let lease = new_tenure(name, 1, candidate, *ttl_ms, metadata, now);
-                return changed(
-                    lease,
-                    EventKind::Acquired,
-                    String::new(),
-                    Effect::Acquired {
-                        took_over_from: None,
-                    },
-                );
-            };
-            let ask = Ask {
-                me: candidate,
-                term: *term,
-                ttl_ms: *ttl_ms,
-                metadata,
-            };
-            campaign(now, row, &ask, unchanged, changed)
-        }
-        Op::Succeed {
-            candidate,
-            term,
-            ttl_ms,
-        } => match current {
-            Some(row) if row.live_holder(now) == Some(candidate) && row.term == *term => {
-                if let Some(reason) = step_down_reason(row, candidate) {
-                    return unchanged(Effect::SteppedDown(reason));
-                }
-                let lease = new_tenure(name, term + 1, candidate, *ttl_ms, &row.metadata, now);
-                let detail = format!("succeeded its own term {term}");
-                changed(
-                    lease,
-                    EventKind::Acquired,
-                    detail,
-                    Effect::Acquired {
-                        took_over_from: None,
-                    },
-                )
-            }
-            _ => {
-                let fresh = Op::Campaign {
-                    candidate: candidate.clone(),
-                    term: None,
-                    ttl_ms: *ttl_ms,
-                    metadata: None,
-                };
-                decide_row(now, name, current, &fresh)
-            }
-        },
-        Op::Renew { candidate, term } => match current {
-            Some(row) if row.live_holder(now) == Some(candidate) && row.term == *term => {
-                if let Some(reason) = step_down_reason(row, candidate) {
-                    return unchanged(Effect::SteppedDown(reason));
-                }
-                Decision {
-                    lease: Some(Lease {
-                        renewed_at: now,
-                        expires_at: now.plus_ms(row.ttl_ms),
-                        handover_to: None,
-                        ..row.clone()
-                    }),
-                    write: true,
-                    event: None,
-                    effect: Effect::Renewed,
-                }
-            }
-            _ => unchanged(Effect::NotHolder),
-        },
-        Op::Release {
-            candidate,
-            term,
-            at_least_ms,
-            reason,
-        } => match current {
-            Some(row) if row.holder.as_deref() == Some(candidate) && row.term == *term => {
-                let lease = vacate(row, now, *at_least_ms);
-                let detail = reason.clone().unwrap_or_default();
-                changed(lease, EventKind::Released, detail, Effect::Released)
-            }
-            _ => unchanged(Effect::NotHolder),
-        },
-        Op::Demote { immediate } => {
-            let Some(row) = current else {
-                return unchanged(Effect::UnknownName);
-            };
-            let expires_at = if *immediate {
-                row.expires_at.min(now)
-            } else {
-                row.expires_at
-            };
-            if row.holder.is_none() && expires_at == row.expires_at {
-                return unchanged(Effect::NoChange);
-            }
-            let detail = match (&row.holder, immediate) {
-                (Some(h), false) => format!("{h} demoted; nobody starts before {expires_at}"),
-                (Some(h), true) => format!("{h} demoted immediately (unsafe without fencing)"),
-                (None, _) => "lock-delay cut short (unsafe without fencing)".to_string(),
-            };
-            let lease = Lease {
-                holder: None,
-                expires_at,
-                handover_to: unforced(row),
-                ..row.clone()
-            };
-            changed(lease, EventKind::Demoted, detail, Effect::Demoted)
-        }
-        Op::Handover { to, immediate } => {
-            // A name nobody has held (only paused) has no ttl to reserve it or install with.
-            let Some(row) = current.filter(|row| row.term > 0) else {
-                return unchanged(Effect::UnknownName);
-            };
-            if *immediate {
-                let previous = row.holder.clone().unwrap_or_default();
-                let lease = Lease {
-                    holder: Some(to.clone()),
-                    term: row.term + 1,
-                    acquired_at: now,
-                    renewed_at: now,
-                    expires_at: now.plus_ms(row.ttl_ms),
-                    metadata: None,
-                    // Marks the grant as not yet adopted: `to` adopts it at its next campaign.
-                    handover_to: Some(to.clone()),
-                    ..row.clone()
-                };
-                let detail = format!("forced from '{previous}' (unsafe unless writes are fenced)");
-                return changed(lease, EventKind::Forced, detail, Effect::Forced);
-            }
-            let pending = row.handover_to.as_ref() == Some(to) && row.handover_pending(now);
-            if row.live_holder(now) == Some(to.as_str()) || pending {
-                return unchanged(Effect::NoChange);
-            }
-            // Without a live holder the reservation must count from now, not from an old expiry.
-            let expires_at = if row.live_holder(now).is_some() {
-                row.expires_at
-            } else {
-                row.expires_at.max(now)
-            };
-            // An expired holder that is the target itself would read as an unadopted forced
-            // grant: it no longer leads, so the row forgets it.
-            let holder = row.holder.clone().filter(|h| h != to);
-            let lease = Lease {
-                holder,
-                handover_to: Some(to.clone()),
-                expires_at,
-                ..row.clone()
-            };
-            let detail = format!("handover to '{to}' requested");
-            changed(
-                lease,
-                EventKind::HandedOver,
-                detail,
-                Effect::HandoverRequested,
-            )
-        }
-        Op::Pause => match current {
-            Some(row) if row.paused => unchanged(Effect::NoChange),
-            Some(row) => {
-                let lease = Lease {
-                    paused: true,
-                    ..row.clone()
-                };
-                changed(lease, EventKind::Paused, String::new(), Effect::Paused)
-            }
-            None => {
-                let lease = Lease {
-                    name: name.to_string(),
-                    holder: None,
-                    term: 0,
-                    acquired_at: now,
-                    renewed_at: now,
-                    expires_at: now,
-                    ttl_ms: 0,
-                    metadata: None,
-                    handover_to: None,
-                    paused: true,
-                };
-                changed(lease, EventKind::Paused, String::new(), Effect::Paused)
-            }
-        },
-        Op::Resume => match current {
-            None => unchanged(Effect::UnknownName),
-            Some(row) if !row.paused => unchanged(Effect::NoChange),
-            Some(row) => {
-                let lease = Lease {
-                    paused: false,
-                    ..row.clone()
-                };
-                changed(lease, EventKind::Resumed, String::new(), Effect::Resumed)
-            }
-        },
-    }
-}
-
-/// A campaign's arguments.
-struct Ask<'a> {
-    me: &'a str,
-    term: Option<u64>,
-    ttl_ms: u64,
-    metadata: &'a Option<String>,
-}
-
-fn campaign(
-    now: DbTime,
-    row: &Lease,
-    ask: &Ask<'_>,
-    unchanged: impl Fn(Effect) -> Decision,
-    changed: impl Fn(Lease, EventKind, String, Effect) -> Decision,
-) -> Decision {
-    let me = ask.me;
-    if row.live_holder(now) == Some(me) {
-        if row.forced_grant_pending() && !row.paused {
-            // An immediate handover granted this tenure to `me`: adopted once, by this
-            // campaign. The grant's `forced` event is its history.
-            let lease = renewed(row, now, ask);
-            return Decision {
-                lease: Some(lease),
-                write: true,
-                event: None,
-                effect: Effect::Acquired {
-                    took_over_from: None,
-                },
-            };
-        }
-        if ask.term != Some(row.term) || row.forced_grant_pending() {
-            // Held, by another incarnation or task with the same holder id, or by a tenure of
-            // ours that ended (a release on its way): never a renewal.
-            return unchanged(Effect::Unavailable);
-        }
-        if let Some(reason) = step_down_reason(row, me) {
-            // No write: the holder stops renewing and releases once its work has stopped, so
-            // nobody (not even a handover target) can start while that work may still run.
-            return unchanged(Effect::SteppedDown(reason));
-        }
-        return Decision {
-            lease: Some(renewed(row, now, ask)),
-            write: true,
-            event: None,
-            effect: Effect::Renewed,
-        };
-    }
-    if row.expires_at > now || row.paused || row.reserved_for_other(me, now) {
-        return unchanged(Effect::Unavailable);
-    }
-    let lease = new_tenure(&row.name, row.term + 1, me, ask.ttl_ms, ask.metadata, now);
-    let (kind, detail) = match (&row.holder, &row.handover_to) {
-        (Some(previous), _) => (
-            EventKind::TakenOverExpired,
-            format!("lease of '{previous}' (term {}) had expired", row.term),
-        ),
-        (None, Some(target)) if target == me => (EventKind::Acquired, "by handover".to_string()),
-        (None, _) => (EventKind::Acquired, String::new()),
-    };
-    let took_over_from = row.holder.clone();
-    changed(lease, kind, detail, Effect::Acquired { took_over_from })
-}
-
-/// Why the live holder `me` must step down instead of renewing, if it must.
-fn step_down_reason(row: &Lease, me: &str) -> Option<StepDownReason> {
-    if row.paused {
-        return Some(StepDownReason::Paused);
-    }
-    match &row.handover_to {
-        Some(target) if target != me => Some(StepDownReason::HandoverTo(target.clone())),
-        _ => None,
-    }
-}
-
-/// The row after its holder's campaign extended it.
-fn renewed(row: &Lease, now: DbTime, ask: &Ask<'_>) -> Lease {
-    Lease {
-        renewed_at: now,
-        expires_at: now.plus_ms(ask.ttl_ms),
-        ttl_ms: ask.ttl_ms,
-        metadata: ask.metadata.clone(),
-        handover_to: None,
-        ..row.clone()
-    }
-}
-
-/// `handover_to` once the holder is gone: an unadopted forced grant's mark goes with it.
-fn unforced(row: &Lease) -> Option<String> {
-    if row.forced_grant_pending() {
-        None
-    } else {
-        row.handover_to.clone()
-    }
-}
-
-fn new_tenure(
-    name: &str,
-    term: u64,
-    me: &str,
-    ttl_ms: u64,
-    metadata: &Option<String>,
-    now: DbTime,
-) -> Lease {
-    Lease {
-        name: name.to_string(),
-        holder: Some(me.to_string()),
-        term,
-        acquired_at: now,
-        renewed_at: now,
-        expires_at: now.plus_ms(ttl_ms),
-        ttl_ms,
-        metadata: metadata.clone(),
-        handover_to: None,
-        paused: false,
-    }
-}
-
-/// The row after its holder gives it up: nobody may start before `acquired_at + at_least`.
-fn vacate(row: &Lease, now: DbTime, at_least_ms: u64) -> Lease {
-    Lease {
-        holder: None,
-        expires_at: now.max(row.acquired_at.plus_ms(at_least_ms)),
-        handover_to: unforced(row),
-        ..row.clone()
-    }
 }
 
 #[cfg(test)]

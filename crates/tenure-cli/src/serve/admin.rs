@@ -1,0 +1,111 @@
+//! The admin calls: demote, handover, pause and resume, each behind the bearer token
+//! (`auth::require`) and recorded in the history with the requester as actor.
+
+use super::auth::Actor;
+use super::error::{Answer, ApiError};
+use super::params::{body, DemoteBody, EmptyBody, HandoverBody, Name};
+use super::AppState;
+use crate::output::LeaseJson;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Serialize;
+use tenure::{Applied, Effect};
+
+#[derive(Serialize)]
+struct AdminAnswer {
+    action: &'static str,
+    changed: bool,
+    effect: String,
+    lease: Option<LeaseJson>,
+}
+
+fn admin_answer(action: &'static str, applied: &Applied) -> Response {
+    Json(AdminAnswer {
+        action,
+        changed: applied.effect != Effect::NoChange,
+        effect: applied.effect.as_str().to_string(),
+        lease: applied
+            .lease
+            .as_ref()
+            .map(|l| LeaseJson::new(l, applied.now)),
+    })
+    .into_response()
+}
+
+fn admin_body(bytes: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
+    bytes.map_err(|e| match e.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::too_large(),
+        status => ApiError::new(status, e.body_text()),
+    })
+}
+
+/// `POST /v1/demote/{name}` `{"immediate": bool}`: force a re-election.
+pub async fn demote(
+    State(state): State<AppState>,
+    Actor(actor): Actor,
+    Name(name): Name,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Answer {
+    let request: DemoteBody = body(&admin_body(bytes)?, Some(DemoteBody::default()))?;
+    if request.immediate {
+        tracing::warn!(%name, %actor, "immediate demote: unsafe unless the leader's writes are fenced");
+    }
+    let applied = state
+        .0
+        .store
+        .demote(&name, request.immediate, &actor)
+        .await?;
+    Ok(admin_answer("demote", &applied))
+}
+
+/// `POST /v1/handover/{name}` `{"to": candidate, "immediate": bool}`.
+pub async fn handover(
+    State(state): State<AppState>,
+    Actor(actor): Actor,
+    Name(name): Name,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Answer {
+    let request: HandoverBody = body(&admin_body(bytes)?, None)?;
+    tenure::validate::candidate(&request.to)?;
+    if request.immediate {
+        tracing::warn!(%name, %actor, to = %request.to, "immediate handover: unsafe unless writes are fenced");
+    }
+    let applied = state
+        .0
+        .store
+        .handover(&name, &request.to, request.immediate, &actor)
+        .await?;
+    Ok(admin_answer("handover", &applied))
+}
+
+/// `POST /v1/pause/{name}`: a name never used is a 404 here (the command line can pre-pause).
+pub async fn pause(
+    State(state): State<AppState>,
+    Actor(actor): Actor,
+    Name(name): Name,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Answer {
+    body::<EmptyBody>(&admin_body(bytes)?, Some(EmptyBody {}))?;
+    let store = &state.0.store;
+    if store.get(&name).await?.leases.is_empty() {
+        return Err(ApiError::unknown(&name));
+    }
+    let applied = store.pause(&name, &actor).await?;
+    Ok(admin_answer("pause", &applied))
+}
+
+/// `POST /v1/resume/{name}`.
+pub async fn resume(
+    State(state): State<AppState>,
+    Actor(actor): Actor,
+    Name(name): Name,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Answer {
+    body::<EmptyBody>(&admin_body(bytes)?, Some(EmptyBody {}))?;
+    let applied = state.0.store.resume(&name, &actor).await?;
+    Ok(admin_answer("resume", &applied))
+}

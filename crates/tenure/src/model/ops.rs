@@ -1,0 +1,368 @@
+//! One function per [`Op`](super::Op): each maps (database now, current row, the operation's
+//! arguments) to the [`Decision`]. [`decide`](super::decide) picks the function and then names,
+//! in the history event, who gave the lease up.
+
+use super::{DbTime, Decision, Effect, Event, EventKind, Lease, StepDownReason};
+
+/// A campaign's arguments.
+pub(super) struct Ask<'a> {
+    pub(super) me: &'a str,
+    pub(super) term: Option<u64>,
+    pub(super) ttl_ms: u64,
+    pub(super) metadata: &'a Option<String>,
+}
+
+/// Acquire, renew or step down; see [`Op::Campaign`](super::Op::Campaign).
+pub(super) fn campaign(
+    now: DbTime,
+    name: &str,
+    current: Option<&Lease>,
+    ask: &Ask<'_>,
+) -> Decision {
+    let me = ask.me;
+    let Some(row) = current else {
+        let lease = new_tenure(name, 1, me, ask.ttl_ms, ask.metadata, now);
+        return changed(
+            lease,
+            EventKind::Acquired,
+            String::new(),
+            Effect::Acquired {
+                took_over_from: None,
+            },
+        );
+    };
+    if row.live_holder(now) == Some(me) {
+        if row.forced_grant_pending() && !row.paused {
+            // An immediate handover granted this tenure to `me`: adopted once, by this
+            // campaign. The grant's `forced` event is its history.
+            let lease = renewed(row, now, ask);
+            return Decision {
+                lease: Some(lease),
+                write: true,
+                event: None,
+                effect: Effect::Acquired {
+                    took_over_from: None,
+                },
+            };
+        }
+        if ask.term != Some(row.term) || row.forced_grant_pending() {
+            // Held, by another incarnation or task with the same holder id, or by a tenure of
+            // ours that ended (a release on its way): never a renewal.
+            return unchanged(current, Effect::Unavailable);
+        }
+        if let Some(reason) = step_down_reason(row, me) {
+            // No write: the holder stops renewing and releases once its work has stopped, so
+            // nobody (not even a handover target) can start while that work may still run.
+            return unchanged(current, Effect::SteppedDown(reason));
+        }
+        return Decision {
+            lease: Some(renewed(row, now, ask)),
+            write: true,
+            event: None,
+            effect: Effect::Renewed,
+        };
+    }
+    if row.expires_at > now || row.paused || row.reserved_for_other(me, now) {
+        return unchanged(current, Effect::Unavailable);
+    }
+    let lease = new_tenure(&row.name, row.term + 1, me, ask.ttl_ms, ask.metadata, now);
+    let (kind, detail) = match (&row.holder, &row.handover_to) {
+        (Some(previous), _) => (
+            EventKind::TakenOverExpired,
+            format!("lease of '{previous}' (term {}) had expired", row.term),
+        ),
+        (None, Some(target)) if target == me => (EventKind::Acquired, "by handover".to_string()),
+        (None, _) => (EventKind::Acquired, String::new()),
+    };
+    let took_over_from = row.holder.clone();
+    changed(lease, kind, detail, Effect::Acquired { took_over_from })
+}
+
+/// The live holder of `term` begins the next tenure itself; anyone else campaigns afresh.
+pub(super) fn succeed(
+    now: DbTime,
+    name: &str,
+    current: Option<&Lease>,
+    candidate: &str,
+    term: u64,
+    ttl_ms: u64,
+) -> Decision {
+    match current {
+        Some(row) if row.live_holder(now) == Some(candidate) && row.term == term => {
+            if let Some(reason) = step_down_reason(row, candidate) {
+                return unchanged(current, Effect::SteppedDown(reason));
+            }
+            let lease = new_tenure(name, term + 1, candidate, ttl_ms, &row.metadata, now);
+            let detail = format!("succeeded its own term {term}");
+            changed(
+                lease,
+                EventKind::Acquired,
+                detail,
+                Effect::Acquired {
+                    took_over_from: None,
+                },
+            )
+        }
+        _ => {
+            let fresh = Ask {
+                me: candidate,
+                term: None,
+                ttl_ms,
+                metadata: &None,
+            };
+            campaign(now, name, current, &fresh)
+        }
+    }
+}
+
+/// The live holder of `term` extends it by the row's own ttl; never acquires.
+pub(super) fn renew(now: DbTime, current: Option<&Lease>, candidate: &str, term: u64) -> Decision {
+    match current {
+        Some(row) if row.live_holder(now) == Some(candidate) && row.term == term => {
+            if let Some(reason) = step_down_reason(row, candidate) {
+                return unchanged(current, Effect::SteppedDown(reason));
+            }
+            Decision {
+                lease: Some(Lease {
+                    renewed_at: now,
+                    expires_at: now.plus_ms(row.ttl_ms),
+                    handover_to: None,
+                    ..row.clone()
+                }),
+                write: true,
+                event: None,
+                effect: Effect::Renewed,
+            }
+        }
+        _ => unchanged(current, Effect::NotHolder),
+    }
+}
+
+/// The holder of `term` gives it up; nobody may start before `acquired_at + at_least`.
+pub(super) fn release(
+    now: DbTime,
+    current: Option<&Lease>,
+    candidate: &str,
+    term: u64,
+    at_least_ms: u64,
+    reason: Option<&str>,
+) -> Decision {
+    match current {
+        Some(row) if row.holder.as_deref() == Some(candidate) && row.term == term => {
+            let lease = vacate(row, now, at_least_ms);
+            let detail = reason.unwrap_or_default().to_string();
+            changed(lease, EventKind::Released, detail, Effect::Released)
+        }
+        _ => unchanged(current, Effect::NotHolder),
+    }
+}
+
+/// Force a re-election, keeping the lock-delay unless `immediate`.
+pub(super) fn demote(now: DbTime, current: Option<&Lease>, immediate: bool) -> Decision {
+    let Some(row) = current else {
+        return unchanged(current, Effect::UnknownName);
+    };
+    let expires_at = if immediate {
+        row.expires_at.min(now)
+    } else {
+        row.expires_at
+    };
+    if row.holder.is_none() && expires_at == row.expires_at {
+        return unchanged(current, Effect::NoChange);
+    }
+    let detail = match (&row.holder, immediate) {
+        (Some(h), false) => format!("{h} demoted; nobody starts before {expires_at}"),
+        (Some(h), true) => format!("{h} demoted immediately (unsafe without fencing)"),
+        (None, _) => "lock-delay cut short (unsafe without fencing)".to_string(),
+    };
+    let lease = Lease {
+        holder: None,
+        expires_at,
+        handover_to: unforced(row),
+        ..row.clone()
+    };
+    changed(lease, EventKind::Demoted, detail, Effect::Demoted)
+}
+
+/// Force `to` as the leader: graceful (reserved for it) or, if `immediate`, installed at once.
+pub(super) fn handover(
+    now: DbTime,
+    current: Option<&Lease>,
+    to: &str,
+    immediate: bool,
+) -> Decision {
+    // A name nobody has held (only paused) has no ttl to reserve it or install with.
+    let Some(row) = current.filter(|row| row.term > 0) else {
+        return unchanged(current, Effect::UnknownName);
+    };
+    if immediate {
+        let previous = row.holder.clone().unwrap_or_default();
+        let lease = Lease {
+            holder: Some(to.to_string()),
+            term: row.term + 1,
+            acquired_at: now,
+            renewed_at: now,
+            expires_at: now.plus_ms(row.ttl_ms),
+            metadata: None,
+            // Marks the grant as not yet adopted: `to` adopts it at its next campaign.
+            handover_to: Some(to.to_string()),
+            ..row.clone()
+        };
+        let detail = format!("forced from '{previous}' (unsafe unless writes are fenced)");
+        return changed(lease, EventKind::Forced, detail, Effect::Forced);
+    }
+    let pending = row.handover_to.as_deref() == Some(to) && row.handover_pending(now);
+    if row.live_holder(now) == Some(to) || pending {
+        return unchanged(current, Effect::NoChange);
+    }
+    // Without a live holder the reservation must count from now, not from an old expiry.
+    let expires_at = if row.live_holder(now).is_some() {
+        row.expires_at
+    } else {
+        row.expires_at.max(now)
+    };
+    // An expired holder that is the target itself would read as an unadopted forced
+    // grant: it no longer leads, so the row forgets it.
+    let holder = row.holder.clone().filter(|h| h != to);
+    let lease = Lease {
+        holder,
+        handover_to: Some(to.to_string()),
+        expires_at,
+        ..row.clone()
+    };
+    let detail = format!("handover to '{to}' requested");
+    changed(
+        lease,
+        EventKind::HandedOver,
+        detail,
+        Effect::HandoverRequested,
+    )
+}
+
+/// Maintenance stop; a name never used gets a row that only records the pause.
+pub(super) fn pause(now: DbTime, name: &str, current: Option<&Lease>) -> Decision {
+    let lease = match current {
+        Some(row) if row.paused => return unchanged(current, Effect::NoChange),
+        Some(row) => Lease {
+            paused: true,
+            ..row.clone()
+        },
+        None => Lease {
+            name: name.to_string(),
+            holder: None,
+            term: 0,
+            acquired_at: now,
+            renewed_at: now,
+            expires_at: now,
+            ttl_ms: 0,
+            metadata: None,
+            handover_to: None,
+            paused: true,
+        },
+    };
+    changed(lease, EventKind::Paused, String::new(), Effect::Paused)
+}
+
+/// End a pause.
+pub(super) fn resume(current: Option<&Lease>) -> Decision {
+    match current {
+        None => unchanged(current, Effect::UnknownName),
+        Some(row) if !row.paused => unchanged(current, Effect::NoChange),
+        Some(row) => {
+            let lease = Lease {
+                paused: false,
+                ..row.clone()
+            };
+            changed(lease, EventKind::Resumed, String::new(), Effect::Resumed)
+        }
+    }
+}
+
+/// Nothing written, nothing recorded.
+fn unchanged(current: Option<&Lease>, effect: Effect) -> Decision {
+    Decision {
+        lease: current.cloned(),
+        write: false,
+        event: None,
+        effect,
+    }
+}
+
+/// `lease` written, with a history event of its term and holder.
+fn changed(lease: Lease, kind: EventKind, detail: String, effect: Effect) -> Decision {
+    Decision {
+        event: Some(Event {
+            kind,
+            term: lease.term,
+            holder: lease.holder.clone(),
+            detail,
+        }),
+        lease: Some(lease),
+        write: true,
+        effect,
+    }
+}
+
+/// Why the live holder `me` must step down instead of renewing, if it must.
+fn step_down_reason(row: &Lease, me: &str) -> Option<StepDownReason> {
+    if row.paused {
+        return Some(StepDownReason::Paused);
+    }
+    match &row.handover_to {
+        Some(target) if target != me => Some(StepDownReason::HandoverTo(target.clone())),
+        _ => None,
+    }
+}
+
+/// The row after its holder's campaign extended it.
+fn renewed(row: &Lease, now: DbTime, ask: &Ask<'_>) -> Lease {
+    Lease {
+        renewed_at: now,
+        expires_at: now.plus_ms(ask.ttl_ms),
+        ttl_ms: ask.ttl_ms,
+        metadata: ask.metadata.clone(),
+        handover_to: None,
+        ..row.clone()
+    }
+}
+
+/// `handover_to` once the holder is gone: an unadopted forced grant's mark goes with it.
+fn unforced(row: &Lease) -> Option<String> {
+    if row.forced_grant_pending() {
+        None
+    } else {
+        row.handover_to.clone()
+    }
+}
+
+fn new_tenure(
+    name: &str,
+    term: u64,
+    me: &str,
+    ttl_ms: u64,
+    metadata: &Option<String>,
+    now: DbTime,
+) -> Lease {
+    Lease {
+        name: name.to_string(),
+        holder: Some(me.to_string()),
+        term,
+        acquired_at: now,
+        renewed_at: now,
+        expires_at: now.plus_ms(ttl_ms),
+        ttl_ms,
+        metadata: metadata.clone(),
+        handover_to: None,
+        paused: false,
+    }
+}
+
+/// The row after its holder gives it up: nobody may start before `acquired_at + at_least`.
+fn vacate(row: &Lease, now: DbTime, at_least_ms: u64) -> Lease {
+    Lease {
+        holder: None,
+        expires_at: now.max(row.acquired_at.plus_ms(at_least_ms)),
+        handover_to: unforced(row),
+        ..row.clone()
+    }
+}
