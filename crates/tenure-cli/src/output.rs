@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 use std::time::Duration;
-use tenure::{DbTime, HistoryEntry, LeaderInfo, Lease};
+use tenure::{Applied, DbTime, Effect, HistoryEntry, LeaderInfo, Lease};
 
 /// A database instant as RFC 3339 UTC with milliseconds.
 pub fn time(t: DbTime) -> String {
@@ -199,5 +199,30 @@ mod tests {
         );
         let expired = LeaseJson::new(&lease, DbTime(1_800_000_010_000_000));
         assert_eq!((expired.holder, expired.remaining_ms), (None, 0));
+    }
+}
+
+/// The answer to an operator action (`demote`, `handover`, `pause`, `resume`), on the command
+/// line (`--json`) and over HTTP.
+#[derive(Serialize)]
+pub struct AdminAnswer {
+    pub action: &'static str,
+    /// Whether the action changed anything (its effect is not `no_change`).
+    pub changed: bool,
+    pub effect: String,
+    pub lease: Option<LeaseJson>,
+}
+
+impl AdminAnswer {
+    pub fn new(action: &'static str, applied: &Applied) -> AdminAnswer {
+        AdminAnswer {
+            action,
+            changed: applied.effect != Effect::NoChange,
+            effect: applied.effect.as_str().to_string(),
+            lease: applied
+                .lease
+                .as_ref()
+                .map(|l| LeaseJson::new(l, applied.now)),
+        }
     }
 }

@@ -77,7 +77,7 @@ pub use error::{Error, Result};
 pub use lock::{LockGuard, LockOptions, Locks, Semaphore};
 pub use model::{DbTime, Effect, Lease, Op, StepDownReason};
 pub use schedule::{Cadence, Schedule, Tick};
-pub use store::{LeaderInfo, Store};
+pub use store::{ChangeKey, LeaderInfo, Store};
 
 #[doc(hidden)]
 pub use rng::seed_thread_rng as __seed_thread_rng;

@@ -182,21 +182,69 @@ impl Schedule {
     /// gets the tick and the tenure's guard (stop when [`LeaderGuard::lost`] fires) and returns
     /// whether the tick completed; only completed ticks are recorded.
     ///
+    /// The same as [`run_until`](Schedule::run_until) with a shutdown that never comes.
+    ///
     /// # Errors
     /// [`Error::Shutdown`] when the elector stops.
-    pub async fn run<F, Fut>(&self, elector: &Elector, mut task: F) -> Result<()>
+    ///
+    /// # Cancel safety
+    /// As [`run_until`](Schedule::run_until).
+    pub async fn run<F, Fut>(&self, elector: &Elector, task: F) -> Result<()>
     where
         F: FnMut(Tick, LeaderGuard) -> Fut,
         Fut: Future<Output = bool>,
     {
+        self.run_until(elector, std::future::pending(), task).await
+    }
+
+    /// Runs `task` for every due tick while `elector` leads, until `shutdown` completes (then
+    /// returns `Ok(())`) or the elector stops. `task` gets the tick and the tenure's guard
+    /// (stop when [`LeaderGuard::lost`] fires) and returns whether the tick completed; only
+    /// completed ticks are recorded.
+    ///
+    /// `shutdown` is watched while waiting (for the tenure, for the next tick, before a retry)
+    /// and checked before every tick, but a running `task` is not interrupted: a task that must
+    /// stop early watches its own signal, and a tick it reports completed is still recorded.
+    ///
+    /// # Errors
+    /// [`Error::Shutdown`] when the elector stops.
+    ///
+    /// # Cancel safety
+    /// Cancelling this future drops a running `task`; its tick is not recorded and is run again
+    /// by the next leader. Prefer `shutdown`, which lets a running tick finish.
+    pub async fn run_until<S, F, Fut>(
+        &self,
+        elector: &Elector,
+        shutdown: S,
+        mut task: F,
+    ) -> Result<()>
+    where
+        S: Future<Output = ()>,
+        F: FnMut(Tick, LeaderGuard) -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        tokio::pin!(shutdown);
         loop {
-            let guard = elector.leader().await?;
+            // `biased`: a shutdown that has come wins over work that is ready too.
+            let guard = tokio::select! {
+                biased;
+                () = &mut shutdown => return Ok(()),
+                guard = elector.leader() => guard?,
+            };
+            tracing::info!(name = %self.name, term = guard.term(), "leading: running the schedule");
             while !guard.is_lost() {
-                let (tick, now) = match self.next_tick().await {
+                let next = tokio::select! {
+                    biased;
+                    () = &mut shutdown => return Ok(()),
+                    next = self.next_tick() => next,
+                };
+                let (tick, now) = match next {
                     Ok(next) => next,
                     Err(e) => {
                         tracing::warn!(name = %self.name, error = %e, "cannot read the schedule; retrying");
                         tokio::select! {
+                            biased;
+                            () = &mut shutdown => return Ok(()),
                             () = tokio::time::sleep(Duration::from_secs(1)) => {}
                             () = guard.lost() => {}
                         }
@@ -206,6 +254,8 @@ impl Schedule {
                 let wait = Duration::from_micros(tick.at().0.saturating_sub(now.0).max(0) as u64);
                 if !wait.is_zero() {
                     tokio::select! {
+                        biased;
+                        () = &mut shutdown => return Ok(()),
                         () = tokio::time::sleep(wait) => {}
                         () = guard.lost() => {}
                     }
@@ -220,10 +270,11 @@ impl Schedule {
                         tracing::warn!(name = %self.name, tick = tick.at_ms, "tick was already recorded")
                     }
                     Err(e) => {
-                        tracing::warn!(name = %self.name, tick = tick.at_ms, error = %e, "cannot record the tick")
+                        tracing::warn!(name = %self.name, tick = tick.at_ms, error = %e, "cannot record the tick; it may run again")
                     }
                 }
             }
+            tracing::warn!(name = %self.name, "leadership lost: campaigning again");
         }
     }
 }

@@ -4,8 +4,7 @@ use super::{check_global, check_name};
 use crate::cli::{DemoteArgs, Global, HandoverArgs, NameArg};
 use crate::database;
 use crate::exit::{Outcome, OK};
-use crate::output::{print_json, LeaseJson};
-use serde::Serialize;
+use crate::output::{print_json, AdminAnswer};
 use tenure::{Applied, Effect};
 
 /// Who is acting, for the history: `tenure-cli:<user>@<host>`.
@@ -18,30 +17,14 @@ fn actor() -> String {
     format!("tenure-cli:{user}@{host}")
 }
 
-#[derive(Serialize)]
-struct Answer {
-    action: &'static str,
-    changed: bool,
-    effect: String,
-    lease: Option<LeaseJson>,
-}
-
 fn report(global: &Global, action: &'static str, applied: &Applied, said: &str) -> Outcome {
-    let changed = applied.effect != Effect::NoChange;
+    let answer = AdminAnswer::new(action, applied);
     if global.json {
-        print_json(&Answer {
-            action,
-            changed,
-            effect: applied.effect.as_str().to_string(),
-            lease: applied
-                .lease
-                .as_ref()
-                .map(|l| LeaseJson::new(l, applied.now)),
-        });
+        print_json(&answer);
     } else {
         println!("{said}");
-        if let Some(lease) = &applied.lease {
-            println!("{}", LeaseJson::new(lease, applied.now).line());
+        if let Some(lease) = &answer.lease {
+            println!("{}", lease.line());
         }
     }
     Ok(OK)

@@ -6,8 +6,10 @@ use crate::cli::{EveryArgs, Global};
 use crate::database;
 use crate::exit::{Failure, Outcome, OK};
 use crate::lead::{check_timing, run_while_held, Ended, Job, Signals};
+use std::cell::Cell;
 use std::time::Duration;
-use tenure::{Cadence, Elector, Schedule, Timing};
+use tenure::{Cadence, Elector, LeaderGuard, Schedule, Tick, Timing};
+use tokio::sync::{Mutex, Notify};
 
 pub async fn every(global: &Global, args: EveryArgs) -> Outcome {
     check_global(global)?;
@@ -44,7 +46,10 @@ pub async fn every(global: &Global, args: EveryArgs) -> Outcome {
     let timing = Timing::from_ttl(args.ttl)?;
     let grace = args.grace.unwrap_or(args.ttl / 10);
     check_timing(&timing, grace)?;
-    let mut signals = Signals::new()?;
+    // Two listeners for the same signals: one forwards them to a running command, the other
+    // stops the schedule between ticks (tokio tells every listener).
+    let signals = Mutex::new(Signals::new()?);
+    let mut stop_signals = Signals::new()?;
 
     let store = database::open(global, !global.no_create, Some(timing.db_timeout())).await?;
     let schedule = Schedule::new(store.clone(), &name, cadence)?.catch_up(args.catch_up);
@@ -55,76 +60,59 @@ pub async fn every(global: &Global, args: EveryArgs) -> Outcome {
     let elector = builder.spawn()?;
     tracing::info!(name = %name, candidate = %elector.candidate(), "campaigning to run the schedule");
 
-    let code = loop {
-        let guard = tokio::select! {
-            guard = elector.leader() => match guard {
-                Ok(guard) => guard,
-                Err(e) => break Err(e.into()),
-            },
-            signal = signals.recv() => break Ok(128 + signal as u8),
-        };
-        tracing::info!(name = %name, term = guard.term(), "leading: running the schedule");
-        let mut stop = None;
-        while !guard.is_lost() && stop.is_none() {
-            let (tick, now) = match schedule.next_tick().await {
-                Ok(next) => next,
-                Err(e) => {
-                    tracing::warn!(name = %name, error = %e, "cannot read the schedule; retrying");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    continue;
-                }
-            };
-            let wait = Duration::from_micros(tick.at().0.saturating_sub(now.0).max(0) as u64);
-            if !wait.is_zero() {
-                tokio::select! {
-                    () = tokio::time::sleep(wait) => {}
-                    () = guard.lost() => {}
-                    signal = signals.recv() => stop = Some(128 + signal as u8),
-                }
-                continue;
+    // How `every` ends when a tick ends it: the command's code after a forwarded signal, or a
+    // failure to run it.
+    let ended: Cell<Option<Outcome>> = Cell::new(None);
+    let stopped = Notify::new();
+    let shutdown = async {
+        tokio::select! {
+            signal = stop_signals.recv() => {
+                let first = ended.take().unwrap_or(Ok(128 + signal as u8));
+                ended.set(Some(first));
             }
-            let job = Job {
-                name: &name,
-                command: &args.command,
-                grace,
-                env: vec![
-                    (
-                        "TENURE_TICK",
-                        tick.at()
-                            .to_utc()
-                            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-                    ),
-                    ("TENURE_TICK_MS", tick.at_ms.to_string()),
-                ],
-                release_on_exit: false,
-                isolation: args.isolation,
-                health: None,
-            };
-            match run_while_held(guard.clone(), &job, &mut signals).await? {
-                Ended::Exited(code) => {
-                    if code != 0 {
-                        tracing::warn!(name = %name, tick = tick.at_ms, code, "the command failed; the tick counts as run");
-                    }
-                    match schedule.complete(tick, &guard).await {
-                        Ok(true) => {}
-                        Ok(false) => {
-                            tracing::warn!(name = %name, tick = tick.at_ms, "tick was already recorded")
-                        }
-                        Err(e) => {
-                            tracing::warn!(name = %name, tick = tick.at_ms, error = %e, "cannot record the tick; it may run again")
-                        }
-                    }
-                }
-                Ended::Lost | Ended::Unhealthy => {}
-                Ended::Interrupted(code) => stop = Some(code),
-            }
+            () = stopped.notified() => {}
         }
-        drop(guard);
-        if let Some(code) = stop {
-            break Ok(code);
-        }
-        tracing::warn!(name = %name, "leadership lost: campaigning again");
     };
+    let (name, command, signals, ended, stopped) =
+        (&name, &args.command, &signals, &ended, &stopped);
+    let task = move |tick: Tick, guard: LeaderGuard| async move {
+        let job = Job {
+            name,
+            command,
+            grace,
+            env: vec![
+                (
+                    "TENURE_TICK",
+                    tick.at()
+                        .to_utc()
+                        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                ),
+                ("TENURE_TICK_MS", tick.at_ms.to_string()),
+            ],
+            release_on_exit: false,
+            isolation: args.isolation,
+            health: None,
+        };
+        // Never contended: ticks run one at a time.
+        let mut signals = signals.lock().await;
+        let stop = match run_while_held(guard, &job, &mut signals).await {
+            Ok(Ended::Exited(code)) => {
+                if code != 0 {
+                    tracing::warn!(name = %name, tick = tick.at_ms, code, "the command failed; the tick counts as run");
+                }
+                return true;
+            }
+            Ok(Ended::Lost | Ended::Unhealthy) => return false,
+            Ok(Ended::Interrupted(code)) => Ok(code),
+            Err(failure) => Err(failure),
+        };
+        ended.set(Some(stop));
+        stopped.notify_one();
+        false
+    };
+    let run = schedule.run_until(&elector, shutdown, task).await;
     elector.shutdown().await;
-    code.map(|c: u8| if c == 0 { OK } else { c })
+    run?;
+    let code = ended.take().unwrap_or(Ok(OK))?;
+    Ok(if code == 0 { OK } else { code })
 }

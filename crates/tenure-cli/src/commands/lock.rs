@@ -6,11 +6,8 @@ use crate::cli::{Global, LockArgs};
 use crate::database;
 use crate::exit::{Failure, Outcome, LOST, NOT_ACQUIRED};
 use crate::lead::{check_timing, run_while_held, Ended, Job, Signals};
-use std::time::Duration;
-use tenure::{LockGuard, LockOptions, Locks, Semaphore, Timing};
-
-/// How long one wait lasts when the user asked to wait forever (waits are repeated).
-const WAIT_CHUNK: Duration = Duration::from_secs(3600);
+use tenure::{LockGuard, LockOptions, Locks, Timing};
+use tokio::time::Instant;
 
 pub async fn lock(global: &Global, args: LockArgs) -> Outcome {
     check_global(global)?;
@@ -67,29 +64,19 @@ async fn acquire(
     let semaphore = (args.permits > 1)
         .then(|| locks.semaphore(&args.name, args.permits))
         .transpose()?;
-    if args.no_wait || args.timeout.is_some() {
-        let timeout = args.timeout.unwrap_or(Duration::ZERO);
-        return attempt(locks, semaphore.as_ref(), args, options, timeout).await;
+    if args.no_wait {
+        return Ok(match &semaphore {
+            Some(s) => s.try_acquire(options).await?,
+            None => locks.try_lock(&args.name, options).await?,
+        });
     }
-    tracing::info!(name = %args.name, holder = %locks.holder(), "waiting for the lock");
-    loop {
-        if let Some(guard) = attempt(locks, semaphore.as_ref(), args, options, WAIT_CHUNK).await? {
-            return Ok(Some(guard));
-        }
+    // No --timeout: wait without a bound.
+    let give_up = args.timeout.and_then(|t| Instant::now().checked_add(t));
+    if args.timeout.is_none() {
+        tracing::info!(name = %args.name, holder = %locks.holder(), "waiting for the lock");
     }
-}
-
-async fn attempt(
-    locks: &Locks,
-    semaphore: Option<&Semaphore>,
-    args: &LockArgs,
-    options: LockOptions,
-    timeout: Duration,
-) -> Result<Option<LockGuard>, Failure> {
-    Ok(match (semaphore, args.no_wait) {
-        (Some(s), true) => s.try_acquire(options).await?,
-        (Some(s), false) => s.acquire(options, timeout).await?,
-        (None, true) => locks.try_lock(&args.name, options).await?,
-        (None, false) => locks.lock(&args.name, options, timeout).await?,
+    Ok(match &semaphore {
+        Some(s) => s.acquire_until(options, give_up).await?,
+        None => locks.lock_until(&args.name, options, give_up).await?,
     })
 }

@@ -18,31 +18,6 @@ struct Change {
     lease: Option<LeaseJson>,
 }
 
-/// What makes a change worth a line: who leads (or that nobody does), the term, pause and
-/// handover, the leader's metadata (e.g. a new address), and while nobody leads, until when
-/// nobody may start (`demote --now` cuts that short). Not the countdown of the time left, nor
-/// the expiry a renewal pushes on.
-#[derive(PartialEq, Eq)]
-struct Key {
-    holder: Option<String>,
-    term: u64,
-    paused: bool,
-    handover_to: Option<String>,
-    metadata: Option<String>,
-    vacant_until: Option<String>,
-}
-
-fn key(lease: &Option<LeaseJson>) -> Option<Key> {
-    lease.as_ref().map(|l| Key {
-        holder: l.holder.clone(),
-        term: l.term,
-        paused: l.paused,
-        handover_to: l.handover_to.clone(),
-        metadata: l.metadata.clone(),
-        vacant_until: l.holder.is_none().then(|| l.expires_at.clone()),
-    })
-}
-
 pub async fn watch(global: &Global, args: WatchArgs) -> Outcome {
     check_global(global)?;
     check_name(&args.name)?;
@@ -56,11 +31,10 @@ pub async fn watch(global: &Global, args: WatchArgs) -> Outcome {
         match store.get(&args.name).await {
             Ok(snapshot) => {
                 failing = false;
-                let lease = snapshot
-                    .leases
-                    .first()
-                    .map(|l| LeaseJson::new(l, snapshot.now));
-                let k = Some(key(&lease));
+                let first = snapshot.leases.first();
+                // What makes a change worth a line: see `tenure::ChangeKey`.
+                let k = Some(first.map(|l| l.change_key(snapshot.now)));
+                let lease = first.map(|l| LeaseJson::new(l, snapshot.now));
                 if k != last {
                     last = k;
                     let at = time(snapshot.now);

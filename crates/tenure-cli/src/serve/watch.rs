@@ -2,8 +2,7 @@
 //!
 //! One task reads every lease (`Store::list`) each poll interval, and at once when PostgreSQL
 //! announces a change (LISTEN/NOTIFY through `Backend::subscribe`). Each read that changes
-//! what matters — who leads (by the database's clock), the term, the pause, the handover
-//! target, the metadata, the set of names — raises the [`View::index`]; the countdown of the
+//! what matters (a [`ChangeKey`] of a lease differs, or the set of names changes) raises the [`View::index`]; the countdown of the
 //! time left does not. A blocking query only watches the published [`View`]: a thousand
 //! waiting clients cost no more database reads than one.
 
@@ -11,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tenure::{Lease, Snapshot, Store};
+use tenure::{ChangeKey, Lease, Snapshot, Store};
 use tokio::sync::{broadcast, watch};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
@@ -29,29 +28,8 @@ pub struct View {
     pub modified: HashMap<String, u64>,
     /// Why the latest read failed, if it did.
     pub error: Option<String>,
-    keys: HashMap<String, Key>,
-}
-
-/// What makes a change worth waking the waiting clients.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Key {
-    holder: Option<String>,
-    term: u64,
-    paused: bool,
-    handover_to: Option<String>,
-    metadata: Option<String>,
-}
-
-impl Key {
-    fn of(lease: &Lease, snapshot: &Snapshot) -> Key {
-        Key {
-            holder: lease.live_holder(snapshot.now).map(str::to_string),
-            term: lease.term,
-            paused: lease.paused,
-            handover_to: lease.handover_target().map(str::to_string),
-            metadata: lease.metadata.clone(),
-        }
-    }
+    /// What makes a change worth waking the waiting clients, per name.
+    keys: HashMap<String, ChangeKey>,
 }
 
 impl View {
@@ -75,10 +53,10 @@ impl View {
         };
         self.error = None;
         self.read_at = Some(Instant::now());
-        let keys: HashMap<String, Key> = snapshot
+        let keys: HashMap<String, ChangeKey> = snapshot
             .leases
             .iter()
-            .map(|l| (l.name.clone(), Key::of(l, &snapshot)))
+            .map(|l| (l.name.clone(), l.change_key(snapshot.now)))
             .collect();
         let changed: Vec<&String> = keys
             .iter()

@@ -317,12 +317,13 @@ impl Locks {
         Ok(self.attempt(name, &options).await?.0)
     }
 
-    /// Waits up to `timeout` for `name`. Tries again when the holder's lease would expire (plus
-    /// jitter), at least every renew interval, and at once on a PostgreSQL notification. An
-    /// attempt that times out or fails in the database is tried again; if the last one failed
-    /// when the wait ends, its error is returned.
+    /// Waits up to `timeout` for `name`: [`lock_until`](Locks::lock_until) with
+    /// `Some(now + timeout)`.
     ///
     /// # Errors
+    /// As [`try_lock`](Locks::try_lock).
+    ///
+    /// # Cancel safety
     /// As [`try_lock`](Locks::try_lock).
     pub async fn lock(
         &self,
@@ -330,7 +331,27 @@ impl Locks {
         options: LockOptions,
         timeout: Duration,
     ) -> Result<Option<LockGuard>> {
-        let give_up = Instant::now() + timeout;
+        self.lock_until(name, options, Instant::now().checked_add(timeout))
+            .await
+    }
+
+    /// Waits for `name` until `give_up`, or without a bound (`None`: returns only with the lock
+    /// or an error that is not transient). Tries again when the holder's lease would expire
+    /// (plus jitter), at least every renew interval, and at once on a PostgreSQL notification.
+    /// An attempt that times out or fails in the database is tried again; if the last one
+    /// failed when the wait ends, its error is returned.
+    ///
+    /// # Errors
+    /// As [`try_lock`](Locks::try_lock).
+    ///
+    /// # Cancel safety
+    /// As [`try_lock`](Locks::try_lock): cancel the wait (e.g. in a `select!`) to stop waiting.
+    pub async fn lock_until(
+        &self,
+        name: &str,
+        options: LockOptions,
+        give_up: Option<Instant>,
+    ) -> Result<Option<LockGuard>> {
         let timing = options.timing()?;
         let mut notes = self.inner.store.backend().subscribe();
         let mut failed = None;
@@ -341,7 +362,7 @@ impl Locks {
                 return Ok(guard);
             }
             let now = Instant::now();
-            if now >= give_up {
+            if give_up.is_some_and(|g| now >= g) {
                 return failed.map_or(Ok(None), Err);
             }
             let wait = match retry {
@@ -349,7 +370,7 @@ impl Locks {
                 Retry::WhenExpires(r) => (r + timing.jitter()).min(timing.renew_interval()),
                 Retry::Poll => timing.renew_interval(),
             };
-            let next = (now + wait).min(give_up);
+            let next = until(now + wait, give_up);
             tokio::select! {
                 () = sleep_until(next) => {}
                 () = crate::backend::wait_for_change(&mut notes, |n| n == name) => {}
@@ -507,6 +528,11 @@ enum Retry {
     WhenExpires(Duration),
     /// After a renew interval (held by this process, paused, reserved, unknown).
     Poll,
+}
+
+/// `next`, or `give_up` if that comes first.
+fn until(next: Instant, give_up: Option<Instant>) -> Instant {
+    give_up.map_or(next, |g| next.min(g))
 }
 
 /// A waiting caller retries after a timeout or a database error (until it gives up, when the

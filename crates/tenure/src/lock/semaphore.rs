@@ -1,6 +1,6 @@
 //! [`Semaphore`]: up to N holders of one name, one lease per permit.
 
-use super::{transient, LockGuard, LockOptions, Locks};
+use super::{transient, until, LockGuard, LockOptions, Locks};
 use crate::error::{Error, Result};
 use crate::validate;
 use std::time::Duration;
@@ -50,8 +50,8 @@ impl Semaphore {
         Ok(None)
     }
 
-    /// Waits up to `timeout` for a permit (trying every renew interval, and at once on a
-    /// PostgreSQL notification about one of its permits).
+    /// Waits up to `timeout` for a permit: [`acquire_until`](Semaphore::acquire_until) with
+    /// `Some(now + timeout)`.
     ///
     /// # Errors
     /// As [`Locks::try_lock`].
@@ -60,7 +60,23 @@ impl Semaphore {
         options: LockOptions,
         timeout: Duration,
     ) -> Result<Option<LockGuard>> {
-        let give_up = Instant::now() + timeout;
+        self.acquire_until(options, Instant::now().checked_add(timeout))
+            .await
+    }
+
+    /// Waits for a permit until `give_up`, or without a bound (`None`), trying every renew
+    /// interval and at once on a PostgreSQL notification about one of its permits.
+    ///
+    /// # Errors
+    /// As [`Locks::try_lock`].
+    ///
+    /// # Cancel safety
+    /// As [`Locks::lock_until`].
+    pub async fn acquire_until(
+        &self,
+        options: LockOptions,
+        give_up: Option<Instant>,
+    ) -> Result<Option<LockGuard>> {
         let timing = options.timing()?;
         let mut notes = self.locks.inner.store.backend().subscribe();
         let prefix = format!("{}#", self.name);
@@ -70,10 +86,10 @@ impl Semaphore {
                 return Ok(Some(guard));
             }
             let now = Instant::now();
-            if now >= give_up {
+            if give_up.is_some_and(|g| now >= g) {
                 return failed.map_or(Ok(None), Err);
             }
-            let next = (now + timing.renew_interval() + timing.jitter()).min(give_up);
+            let next = until(now + timing.renew_interval() + timing.jitter(), give_up);
             tokio::select! {
                 () = sleep_until(next) => {}
                 () = crate::backend::wait_for_change(&mut notes, |n| n.starts_with(&prefix)) => {}

@@ -212,3 +212,58 @@ pub async fn semaphore_limits_holders(store: Store) {
     assert_eq!((next.name(), next.term()), (permit.as_str(), term + 1));
     assert!(holders[0].semaphore(&name, 0).is_err());
 }
+
+pub async fn lock_waits_without_a_bound(store: Store) {
+    let name = unique("lock-forever");
+    let (a, b) = (holder(&store, "a"), holder(&store, "b"));
+    let guard = a.try_lock(&name, short()).await.unwrap().expect("free");
+    // Waiting without a bound: still waiting while the lock is held (longer than its ttl, as
+    // the holder keeps it alive), and it returns once the holder releases.
+    let waiter = tokio::spawn({
+        let name = name.clone();
+        async move { b.lock_until(&name, short(), None).await }
+    });
+    sleep(Duration::from_millis(1500)).await;
+    assert!(
+        !waiter.is_finished(),
+        "a wait without a bound does not give up"
+    );
+    guard.release().await.unwrap();
+    let got = timeout(Duration::from_secs(3), waiter)
+        .await
+        .expect("returns once released")
+        .unwrap()
+        .unwrap()
+        .expect("a wait without a bound returns only with the lock");
+    assert_eq!(got.holder(), "b");
+    got.release().await.unwrap();
+
+    // The same for a semaphore's permit.
+    let sem = unique("sem-forever");
+    let taken = a
+        .semaphore(&sem, 1)
+        .unwrap()
+        .try_acquire(short())
+        .await
+        .unwrap()
+        .expect("free");
+    let c = holder(&store, "c");
+    let waiter = tokio::spawn(async move {
+        let permits = c.semaphore(&sem, 1).unwrap();
+        permits.acquire_until(short(), None).await
+    });
+    sleep(Duration::from_millis(1500)).await;
+    assert!(
+        !waiter.is_finished(),
+        "a wait without a bound does not give up"
+    );
+    taken.release().await.unwrap();
+    let got = timeout(Duration::from_secs(3), waiter)
+        .await
+        .expect("returns once released")
+        .unwrap()
+        .unwrap()
+        .expect("a permit");
+    assert_eq!(got.holder(), "c");
+    got.release().await.unwrap();
+}

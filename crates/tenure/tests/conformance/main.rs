@@ -65,7 +65,9 @@ for_every_backend!([
     locks::lock_lost_when_paused,
     locks::lock_election_mode,
     locks::semaphore_limits_holders,
+    locks::lock_waits_without_a_bound,
     schedule::schedule_runs_each_tick_once,
+    schedule::schedule_stops_when_asked,
 ]);
 
 fence_tests!(

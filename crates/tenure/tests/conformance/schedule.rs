@@ -56,3 +56,57 @@ pub async fn schedule_runs_each_tick_once(store: Store) {
     assert_eq!(second[0], recorded + 200, "{first:?} then {second:?}");
     assert!(second.windows(2).all(|w| w[1] - w[0] == 200), "{second:?}");
 }
+
+pub async fn schedule_stops_when_asked(store: Store) {
+    let name = unique("sched-stop");
+    let elector = Elector::builder(store.clone(), &name)
+        .candidate("a")
+        .timing(Timing::from_ttl(Duration::from_secs(2)).unwrap())
+        .spawn()
+        .unwrap();
+    let schedule = Schedule::new(
+        store.clone(),
+        &name,
+        Cadence::Every(Duration::from_millis(200)),
+    )
+    .unwrap();
+    // The second tick asks to stop: it still completes and is recorded, and no third one runs.
+    let stop = tokio_util::sync::CancellationToken::new();
+    let ticks = Arc::new(Mutex::new(vec![]));
+    let seen = ticks.clone();
+    let asked = stop.clone();
+    let run = schedule.run_until(&elector, stop.cancelled(), move |tick, _guard| {
+        let mut seen = seen.lock().unwrap();
+        seen.push(tick.at_ms);
+        if seen.len() == 2 {
+            asked.cancel();
+        }
+        async { true }
+    });
+    let ended = timeout(Duration::from_secs(5), run).await;
+    assert!(
+        matches!(ended, Ok(Ok(()))),
+        "run_until ends with Ok when asked: {ended:?}"
+    );
+    let ticks = ticks.lock().unwrap().clone();
+    assert_eq!(ticks.len(), 2, "{ticks:?}");
+    let recorded = store.backend().last_tick(&name).await.unwrap().0.unwrap();
+    assert_eq!(
+        recorded, ticks[1],
+        "the tick that asked to stop is recorded"
+    );
+
+    // A shutdown that has already come ends the run before any tick.
+    let late = Arc::new(Mutex::new(vec![]));
+    let seen = late.clone();
+    let run = schedule.run_until(&elector, std::future::ready(()), move |tick, _guard| {
+        seen.lock().unwrap().push(tick.at_ms);
+        async { true }
+    });
+    assert!(matches!(
+        timeout(Duration::from_secs(1), run).await,
+        Ok(Ok(()))
+    ));
+    assert!(late.lock().unwrap().is_empty(), "no tick after a shutdown");
+    elector.shutdown().await;
+}
