@@ -5,35 +5,17 @@ use super::auth::Actor;
 use super::error::{Answer, ApiError};
 use super::params::{body, DemoteBody, EmptyBody, HandoverBody, Name};
 use super::AppState;
-use crate::output::LeaseJson;
+use crate::output::AdminAnswer;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Serialize;
-use tenure::{Applied, Effect};
-
-#[derive(Serialize)]
-struct AdminAnswer {
-    action: &'static str,
-    changed: bool,
-    effect: String,
-    lease: Option<LeaseJson>,
-}
+use tenure::Applied;
 
 fn admin_answer(action: &'static str, applied: &Applied) -> Response {
-    Json(AdminAnswer {
-        action,
-        changed: applied.effect != Effect::NoChange,
-        effect: applied.effect.as_str().to_string(),
-        lease: applied
-            .lease
-            .as_ref()
-            .map(|l| LeaseJson::new(l, applied.now)),
-    })
-    .into_response()
+    Json(AdminAnswer::new(action, applied)).into_response()
 }
 
 fn admin_body(bytes: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
