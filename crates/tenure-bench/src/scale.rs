@@ -72,7 +72,7 @@ pub async fn hold_leases(
 ) -> Result<Held, String> {
     let (store, counting) = counting_store(target).await?;
     let locks = Locks::with_holder(store, "bench-scale").map_err(|e| e.to_string())?;
-    let options = LockOptions::default().at_most(at_most);
+    let options = LockOptions::default().ttl(at_most);
     let t0 = Instant::now();
     let mut tasks = Vec::new();
     let per_task = leases.div_ceil(8);

@@ -1,5 +1,7 @@
-//! The seeds' leader election (seed 000): every candidate runs one upsert every second, then
-//! asks whether it is the leader. A holder silent for longer than the timeout is replaced.
+//! The polled-upsert leader election tenure is compared with ("the seeds' SQL" in the reports:
+//! the statement the project started from, as orchestrators commonly run it): every candidate
+//! runs one upsert every second, then asks whether it is the leader. A holder silent for longer
+//! than the timeout is replaced. This file is the whole of it.
 //!
 //! `tenure-bench seed-candidate` is one such candidate, as a process of its own (so that it can
 //! be SIGKILLed like `tenure run`); it stamps the instant it first finds itself leader.
@@ -9,7 +11,7 @@ use crate::procs::{append_stamp, mono_ns, Stamp};
 use std::path::Path;
 use std::time::Duration;
 
-/// The seed's table; MariaDB exactly as in the seed (a `timestamp`: whole seconds).
+/// The election's table; MariaDB exactly as it was first written (a `timestamp`: whole seconds).
 pub fn create_table(engine: Engine, table: &str) -> String {
     match engine {
         Engine::MySql => format!(
@@ -31,7 +33,7 @@ pub fn create_table(engine: Engine, table: &str) -> String {
 }
 
 /// The statement every candidate runs every second, with a timeout of `timeout_s` seconds.
-/// MariaDB: the seed's own (its `IF`s see the columns already assigned, left to right).
+/// MariaDB: the original statement (its `IF`s see the columns already assigned, left to right).
 /// PostgreSQL and SQLite: the equivalent `INSERT … ON CONFLICT DO UPDATE … WHERE`.
 pub fn upsert(engine: Engine, table: &str, timeout_s: u64) -> String {
     match engine {
@@ -61,7 +63,7 @@ pub fn upsert(engine: Engine, table: &str, timeout_s: u64) -> String {
     }
 }
 
-/// The seed's "am I the leader?".
+/// The election's "am I the leader?".
 pub fn am_i_leader(engine: Engine, table: &str) -> String {
     let p = if engine == Engine::Postgres {
         "$1"
@@ -71,7 +73,7 @@ pub fn am_i_leader(engine: Engine, table: &str) -> String {
     format!("SELECT count(*) AS is_leader FROM {table} WHERE anchor = 1 AND service_id = {p}")
 }
 
-/// Creates the seed's table for `target`.
+/// Creates the election's table for `target`.
 pub async fn prepare(target: &Target) -> Result<(), String> {
     let pool = target.raw_pool(1).await.map_err(|e| e.to_string())?;
     let table = format!("{}service_election", target.prefix);

@@ -102,6 +102,10 @@ pub enum Command {
     Resume(NameArg),
     /// Create tenure's tables, or print the DDL for a DBA.
     Migrate(MigrateArgs),
+    /// Print the fence statement for the database's dialect, for programs in any language:
+    /// parameters name, holder, term; one row means the tenure is still yours and a takeover
+    /// now waits for your commit, no row means roll back (needs no connection).
+    FenceSql(FenceSqlArgs),
     /// Serve the HTTP API, Prometheus metrics, leader-check and a status page; with
     /// --campaign, campaign for those names as a sidecar.
     Serve(ServeArgs),
@@ -116,10 +120,41 @@ fn duration(s: &str) -> Result<Duration, String> {
 pub struct RunArgs {
     /// The election's name.
     pub name: String,
-    /// Lease ttl: how long a crashed leader holds NAME (renewed every ttl/4).
+    #[command(flatten)]
+    pub lease: LeaseArgs,
+    #[command(flatten)]
+    pub supervise: SuperviseArgs,
+    /// Published while leading (e.g. this node's address), for `tenure leader`.
+    #[arg(long)]
+    pub metadata: Option<String>,
+    /// After CMD exits or leadership is lost, campaign again and rerun CMD when elected (after
+    /// a health step-down: once the health check passes again).
+    #[arg(long)]
+    pub keep_campaigning: bool,
+    #[command(flatten)]
+    pub wait: WaitArgs,
+    #[command(flatten)]
+    pub health: HealthArgs,
+    #[command(flatten)]
+    pub command: CommandArgs,
+}
+
+/// The lease a command campaigns with (`run`, `lock`, `every`, `serve --campaign`).
+#[derive(Debug, Args)]
+pub struct LeaseArgs {
+    /// Lease ttl: how long a crashed holder keeps its lease (renewed every ttl/4).
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub ttl: Duration,
-    /// How long CMD gets between SIGTERM and SIGKILL when leadership ends. Default: ttl/10.
+    /// Candidate id, the holder id on the lease. Default: <hostname>-<pid>-<4 random chars>.
+    #[arg(long)]
+    pub candidate: Option<String>,
+}
+
+/// How CMD is supervised while the lease is held (`run`, `lock`, `every`).
+#[derive(Debug, Args)]
+pub struct SuperviseArgs {
+    /// How long CMD gets between SIGTERM and SIGKILL when tenure stops it (the lease lost or
+    /// about to expire). Default: ttl/10.
     #[arg(long, value_parser = duration)]
     pub grace: Option<Duration>,
     /// How every process CMD starts is tied to the tenure: pid-namespace (CMD under tenure's
@@ -128,24 +163,22 @@ pub struct RunArgs {
     /// allowed). See docs/supervision.md.
     #[arg(long, value_enum, env = "TENURE_ISOLATION", default_value = "auto")]
     pub isolation: Isolation,
-    /// Candidate id. Default: <hostname>-<pid>-<4 random chars>.
-    #[arg(long)]
-    pub candidate: Option<String>,
-    /// Published while leading (e.g. this node's address), for `tenure leader`.
-    #[arg(long)]
-    pub metadata: Option<String>,
-    /// After CMD exits or leadership is lost, campaign again and rerun CMD when elected (after
-    /// a health step-down: once the health check passes again).
-    #[arg(long)]
-    pub keep_campaigning: bool,
-    /// Give up at once if another candidate leads.
+}
+
+/// Whether to wait for the lease (`run`, `lock`). Without either flag: wait without a bound.
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// Give up at once (exit 73) if the first attempt does not acquire the lease.
     #[arg(long, conflicts_with = "timeout")]
     pub no_wait: bool,
-    /// Give up if not elected within this long.
+    /// Give up (exit 73) if the lease is not acquired within this long.
     #[arg(long, value_parser = duration)]
     pub timeout: Option<Duration>,
-    #[command(flatten)]
-    pub health: HealthArgs,
+}
+
+/// The supervised command (`run`, `lock`, `every`).
+#[derive(Debug, Args)]
+pub struct CommandArgs {
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -179,38 +212,22 @@ pub struct HealthArgs {
 pub struct LockArgs {
     /// The lock's name.
     pub name: String,
-    /// How long a crashed holder keeps the lock (renewed every ttl/4 while CMD runs).
-    #[arg(long, default_value = "10s", value_parser = duration)]
-    pub ttl: Duration,
+    #[command(flatten)]
+    pub lease: LeaseArgs,
     /// The lock stays unavailable until this long after it was taken, even once released.
     #[arg(long, default_value = "0s", value_parser = duration)]
     pub at_least: Duration,
     /// A semaphore: up to N holders at once (permit i is the lease NAME#i).
     #[arg(short = 'n', long = "permits", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub permits: u32,
-    /// How long CMD gets between SIGTERM and SIGKILL when the lock is lost. Default: ttl/10.
-    #[arg(long, value_parser = duration)]
-    pub grace: Option<Duration>,
-    /// How every process CMD starts is tied to the tenure: pid-namespace (CMD under tenure's
-    /// own init in a PID namespace: the kernel kills the whole namespace with it), subreaper (a
-    /// keeper that adopts orphans and kills the whole tree), or auto (pid-namespace where
-    /// allowed). See docs/supervision.md.
-    #[arg(long, value_enum, env = "TENURE_ISOLATION", default_value = "auto")]
-    pub isolation: Isolation,
-    /// Holder id. Default: <hostname>-<pid>-<4 random chars>.
-    #[arg(long)]
-    pub candidate: Option<String>,
-    /// Give up at once if the lock is held.
-    #[arg(long, conflicts_with = "timeout")]
-    pub no_wait: bool,
-    /// Give up if the lock is not free within this long.
-    #[arg(long, value_parser = duration)]
-    pub timeout: Option<Duration>,
+    #[command(flatten)]
+    pub supervise: SuperviseArgs,
+    #[command(flatten)]
+    pub wait: WaitArgs,
     #[command(flatten)]
     pub health: HealthArgs,
-    /// The command and its arguments.
-    #[arg(last = true, required = true, value_name = "CMD")]
-    pub command: Vec<String>,
+    #[command(flatten)]
+    pub command: CommandArgs,
 }
 
 #[derive(Debug, Args)]
@@ -223,27 +240,15 @@ pub struct EveryArgs {
     /// A cron expression (UTC, with seconds: "0 */5 * * * *") instead of an interval.
     #[arg(long)]
     pub cron: Option<String>,
-    /// Lease ttl of the election.
-    #[arg(long, default_value = "10s", value_parser = duration)]
-    pub ttl: Duration,
-    /// How long CMD gets between SIGTERM and SIGKILL when leadership ends. Default: ttl/10.
-    #[arg(long, value_parser = duration)]
-    pub grace: Option<Duration>,
-    /// How every process CMD starts is tied to the tenure: pid-namespace (CMD under tenure's
-    /// own init in a PID namespace: the kernel kills the whole namespace with it), subreaper (a
-    /// keeper that adopts orphans and kills the whole tree), or auto (pid-namespace where
-    /// allowed). See docs/supervision.md.
-    #[arg(long, value_enum, env = "TENURE_ISOLATION", default_value = "auto")]
-    pub isolation: Isolation,
-    /// Candidate id. Default: <hostname>-<pid>-<4 random chars>.
-    #[arg(long)]
-    pub candidate: Option<String>,
+    #[command(flatten)]
+    pub lease: LeaseArgs,
+    #[command(flatten)]
+    pub supervise: SuperviseArgs,
     /// At most this many missed ticks are run after an outage; older ones are skipped.
     #[arg(long, default_value_t = 10)]
     pub catch_up: u32,
-    /// The command and its arguments.
-    #[arg(last = true, required = true, value_name = "CMD")]
-    pub command: Vec<String>,
+    #[command(flatten)]
+    pub command: CommandArgs,
 }
 
 #[derive(Debug, Args)]
@@ -301,6 +306,34 @@ pub struct MigrateArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct FenceSqlArgs {
+    /// The dialect; default: the one the database URL names (SQLite without one).
+    #[arg(long, value_enum)]
+    pub dialect: Option<Dialect>,
+}
+
+/// A SQL dialect tenure speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Dialect {
+    /// PostgreSQL: parameters $1, $2, $3.
+    Postgres,
+    /// MySQL and MariaDB: parameters ?.
+    Mysql,
+    /// SQLite: parameters ?.
+    Sqlite,
+}
+
+impl Dialect {
+    pub fn kind(self) -> tenure::BackendKind {
+        match self {
+            Dialect::Postgres => tenure::BackendKind::Postgres,
+            Dialect::Mysql => tenure::BackendKind::MySql,
+            Dialect::Sqlite => tenure::BackendKind::Sqlite,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Address to listen on. Reads are not authenticated: bind beyond loopback only on purpose.
     #[arg(long, default_value = "127.0.0.1:7070")]
@@ -313,15 +346,11 @@ pub struct ServeArgs {
     /// 200 only while it leads.
     #[arg(long, value_name = "NAME")]
     pub campaign: Vec<String>,
-    /// Candidate id of the campaigns. Default: <hostname>-<pid>-<4 random chars>.
-    #[arg(long)]
-    pub candidate: Option<String>,
+    #[command(flatten)]
+    pub lease: LeaseArgs,
     /// Published while leading a campaigned name (e.g. this node's address).
     #[arg(long)]
     pub metadata: Option<String>,
-    /// Lease ttl of the campaigns.
-    #[arg(long, default_value = "10s", value_parser = duration)]
-    pub ttl: Duration,
     /// How often the shared watcher reads every lease (PostgreSQL also wakes it on NOTIFY).
     #[arg(long, default_value = "1s", value_parser = duration)]
     pub poll_interval: Duration,

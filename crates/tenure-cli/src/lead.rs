@@ -10,6 +10,7 @@
 //! With a health check (see `health`), the check runs alongside; after N failures in a row
 //! the tree is stopped the same way and the lease released with the reason in the history.
 
+use crate::cli::SuperviseArgs;
 use crate::exit::Failure;
 use crate::health::HealthCheck;
 use crate::supervise::{exit_code, spawn_failure_code, Isolation, Supervised};
@@ -98,13 +99,20 @@ impl Signals {
     }
 }
 
+/// The `--grace` of a supervised command (default: ttl/10), checked against `timing`.
+pub fn grace_for(timing: &Timing, supervise: &SuperviseArgs) -> Result<Duration, Failure> {
+    let grace = supervise.grace.unwrap_or(timing.ttl() / 10);
+    check_timing(timing, grace)?;
+    Ok(grace)
+}
+
 /// Refuses a grace period that normal renewals could not keep clear of.
 pub fn check_timing(timing: &Timing, grace: Duration) -> Result<(), Failure> {
     if grace.is_zero() {
         return Err(Failure::usage("--grace must be greater than zero"));
     }
     let needed = timing.renew_interval() + timing.db_timeout() + grace;
-    if needed >= timing.belief() {
+    if needed >= timing.max_belief() {
         return Err(Failure::usage(format!(
             "unsafe timing: renew_interval ({:?}) + db_timeout ({:?}) + grace ({grace:?}) = \
              {needed:?} must be less than ttl ({:?}) - safety_margin ({:?}); lower --grace or \

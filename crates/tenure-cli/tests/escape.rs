@@ -19,6 +19,7 @@ use std::time::Duration;
 use support::child::{child_program, mono_ns};
 use support::leaders::{backend, ms, wait_exit, Backend, Children, Interval, Tenure, TTL_MS};
 use support::outage::{host_port, Cut, SqliteLock};
+use support::BackendKind;
 
 /// Processes in one tree: NAME, .sh, .setsid, .daemon, .stubborn, .nest.1, .nest.2, .nest.3.
 const TREE_SIZE: usize = 8;
@@ -84,11 +85,12 @@ fn spawn(
     Tenure(command.spawn().expect("spawn tenure run"))
 }
 
-fn escape(kind: &'static str, end: End, isolation: &str) {
+fn escape(kind: BackendKind, end: End, isolation: &str) {
     let Some(b) = backend(kind) else { return };
     let mut kids = Children::new(&b.log());
     // The leader reaches a server through a relay the test can cut.
-    let cut = (end == End::Unreachable && kind != "sqlite").then(|| Cut::start(&host_port(&b.url)));
+    let cut = (end == End::Unreachable && kind != BackendKind::Sqlite)
+        .then(|| Cut::start(&host_port(&b.url)));
     let a_url = cut.as_ref().map(|c| c.url(&b.url));
     let mode = if end == End::Exit { "1.5" } else { "forever" };
     let mut a = spawn(&b, isolation, "A", mode, 7, a_url.as_deref());
@@ -201,7 +203,9 @@ fn escape(kind: &'static str, end: End, isolation: &str) {
 
 #[test]
 fn the_readme_demo_leaves_nothing_behind() {
-    let Some(b) = backend("sqlite") else { return };
+    let Some(b) = backend(BackendKind::Sqlite) else {
+        return;
+    };
     let mut kids = Children::new(&b.log());
     // The README's demo, with the test child as its `sleep`: sh waits for it.
     let script = r#""$1" "$2" demo forever 0; echo done"#;
@@ -227,24 +231,24 @@ fn the_readme_demo_leaves_nothing_behind() {
 }
 
 /// Each end, in both supervision modes (`auto` is `pid-namespace` here: the tests run as root).
-macro_rules! per_backend {
+macro_rules! per_end {
     ($($test:ident, $subreaper:ident: $end:expr),*) => {
         mod sqlite { use super::End; $(
-            #[test] fn $test() { super::escape("sqlite", $end, "pid-namespace") }
-            #[test] fn $subreaper() { super::escape("sqlite", $end, "subreaper") }
+            #[test] fn $test() { super::escape(super::BackendKind::Sqlite, $end, "pid-namespace") }
+            #[test] fn $subreaper() { super::escape(super::BackendKind::Sqlite, $end, "subreaper") }
         )* }
         mod postgres { use super::End; $(
-            #[test] fn $test() { super::escape("postgres", $end, "pid-namespace") }
-            #[test] fn $subreaper() { super::escape("postgres", $end, "subreaper") }
+            #[test] fn $test() { super::escape(super::BackendKind::Postgres, $end, "pid-namespace") }
+            #[test] fn $subreaper() { super::escape(super::BackendKind::Postgres, $end, "subreaper") }
         )* }
         mod mysql { use super::End; $(
-            #[test] fn $test() { super::escape("mysql", $end, "pid-namespace") }
-            #[test] fn $subreaper() { super::escape("mysql", $end, "subreaper") }
+            #[test] fn $test() { super::escape(super::BackendKind::MySql, $end, "pid-namespace") }
+            #[test] fn $subreaper() { super::escape(super::BackendKind::MySql, $end, "subreaper") }
         )* }
     };
 }
 
-per_backend!(
+per_end!(
     sigkill_of_tenure, sigkill_of_tenure_subreaper: End::Kill,
     database_unreachable, database_unreachable_subreaper: End::Unreachable,
     demote, demote_subreaper: End::Demote,

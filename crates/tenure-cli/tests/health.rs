@@ -14,6 +14,7 @@ use std::path::Path;
 use std::time::Duration;
 use support::child::{child_program, mono_ns};
 use support::leaders::{alive, backend, ms, wait_exit, Backend, Children, Tenure, TTL_MS};
+use support::BackendKind;
 
 /// `--health-cmd CHECK` with a short interval and timeout, and two failures to step down.
 fn health(check: &str, extra: &[&str]) -> Vec<String> {
@@ -64,7 +65,7 @@ fn pids_in(file: &Path) -> Vec<i32> {
 /// A leader whose check starts failing loses the lead to the healthy `--keep-campaigning`
 /// candidate, with the reason in the history; it does not campaign while unhealthy (the lease
 /// stays vacant after the other one leaves), and leads again once its check passes.
-fn unhealthy_leader_steps_down(kind: &'static str) {
+fn unhealthy_leader_steps_down(kind: BackendKind) {
     let Some(b) = backend(kind) else { return };
     let mut kids = Children::new(&b.log());
     let flag_a = b.dir.path().join("a.unhealthy");
@@ -142,7 +143,7 @@ fn unhealthy_leader_steps_down(kind: &'static str) {
 
 /// A check that hangs counts as a failure once its timeout passes, and its whole process group
 /// (here a grandchild too) is killed; without `--keep-campaigning` tenure exits 75.
-fn hanging_check_fails(kind: &'static str) {
+fn hanging_check_fails(kind: BackendKind) {
     let Some(b) = backend(kind) else { return };
     let mut kids = Children::new(&b.log());
     let pids = b.dir.path().join("check.pids");
@@ -184,7 +185,7 @@ fn hanging_check_fails(kind: &'static str) {
 /// A check that is still running when leadership is lost (demote) does not hold up the stop:
 /// the command is stopped, tenure exits 75 long before the check's timeout, and the check is
 /// killed.
-fn running_check_never_delays_a_stop(kind: &'static str) {
+fn running_check_never_delays_a_stop(kind: BackendKind) {
     let Some(b) = backend(kind) else { return };
     let mut kids = Children::new(&b.log());
     let pids = b.dir.path().join("check.pids");
@@ -232,7 +233,7 @@ fn running_check_never_delays_a_stop(kind: &'static str) {
 }
 
 /// `tenure lock` steps down the same way: exit 75, the reason in the lock's history.
-fn lock_steps_down(kind: &'static str) {
+fn lock_steps_down(kind: BackendKind) {
     let Some(b) = backend(kind) else { return };
     let mut kids = Children::new(&b.log());
     let log = b.log();
@@ -270,7 +271,7 @@ fn lock_steps_down(kind: &'static str) {
     );
 }
 
-crate::per_backend!(
+per_backend!(
     unhealthy_leader_steps_down,
     hanging_check_fails,
     running_check_never_delays_a_stop,
@@ -281,7 +282,9 @@ crate::per_backend!(
 /// anything connects (the SQLite file is never created).
 #[test]
 fn bad_values_are_refused() {
-    let Some(b) = backend("sqlite") else { return };
+    let Some(b) = backend(BackendKind::Sqlite) else {
+        return;
+    };
     let db = b.dir.path().join("t.db");
     // `backend` ran `tenure status`, which created the file: start from none.
     std::fs::remove_file(&db).unwrap();

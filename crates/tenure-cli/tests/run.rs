@@ -11,10 +11,11 @@ mod support;
 use std::time::Duration;
 use support::child::mono_ns;
 use support::leaders::{alive, backend, ms, stop, wait_exit, Children, Tenure, TTL_MS};
+use support::BackendKind;
 
 /// Two `tenure run` on one name: one child; SIGKILL the leader's tenure → its child dies
 /// within 1 s (parent-death signal) and the other child starts within ttl + 1 s.
-fn crash_failover(kind: &'static str) {
+fn crash_failover(kind: BackendKind) {
     let Some(b) = backend(kind) else { return };
     let mut kids = Children::new(&b.log());
     let mut a = b.run("crash", "A", &[], "forever", 0);
@@ -46,7 +47,7 @@ fn crash_failover(kind: &'static str) {
 
 /// The leader's child exits → the other child starts within renew_interval (≤ 100 ms on
 /// PostgreSQL), and the first tenure exits with the child's status.
-fn exit_hands_over(kind: &'static str) {
+fn exit_hands_over(kind: BackendKind) {
     let Some(b) = backend(kind) else { return };
     let mut kids = Children::new(&b.log());
     let mut a = b.run("exit", "A", &[], "1.0", 7);
@@ -67,7 +68,7 @@ fn exit_hands_over(kind: &'static str) {
     let gap = ms(second.start - first.stop.unwrap());
     // PostgreSQL wakes the follower by NOTIFY; elsewhere it polls every renew interval (plus
     // jitter and scheduling slack).
-    let bound = if kind == "postgres" {
+    let bound = if kind == BackendKind::Postgres {
         100
     } else {
         TTL_MS as i64 / 4 + 150
@@ -80,7 +81,7 @@ fn exit_hands_over(kind: &'static str) {
 }
 
 /// `tenure demote` and `tenure handover NAME A` move the child, never overlapping.
-fn demote_and_handover(kind: &'static str) {
+fn demote_and_handover(kind: BackendKind) {
     let Some(b) = backend(kind) else { return };
     let mut kids = Children::new(&b.log());
     let a = b.run("move", "A", &["--keep-campaigning"], "forever", 0);
@@ -122,7 +123,7 @@ fn demote_and_handover(kind: &'static str) {
 
 /// SIGSTOP the leader's tenure and its child for 2 × ttl, then SIGCONT: within 1 s the old
 /// child is dead and the old tenure exits without claiming leadership; the new term is higher.
-fn stopped_leader(kind: &'static str) {
+fn stopped_leader(kind: BackendKind) {
     let Some(b) = backend(kind) else { return };
     let mut kids = Children::new(&b.log());
     let mut a = b.run("stop", "A", &[], "forever", 0);
@@ -178,7 +179,7 @@ fn stopped_leader(kind: &'static str) {
 /// `--no-wait` and `--timeout` give up with exit 73 without running the command; SIGTERM to
 /// tenure is forwarded, the child stops, the lease is released and tenure exits with the
 /// child's status.
-fn give_up_and_signals(kind: &'static str) {
+fn give_up_and_signals(kind: BackendKind) {
     let Some(b) = backend(kind) else { return };
     let mut kids = Children::new(&b.log());
     let a = b.run("busy", "A", &[], "forever", 0);
@@ -208,14 +209,6 @@ fn give_up_and_signals(kind: &'static str) {
     assert!(text.contains("\"leader\":null"), "released on exit: {text}");
 }
 
-macro_rules! per_backend {
-    ($($test:ident),*) => {
-        mod sqlite { $( #[test] fn $test() { super::$test("sqlite") } )* }
-        mod postgres { $( #[test] fn $test() { super::$test("postgres") } )* }
-        mod mysql { $( #[test] fn $test() { super::$test("mysql") } )* }
-    };
-}
-
 per_backend!(
     crash_failover,
     exit_hands_over,
@@ -229,7 +222,9 @@ per_backend!(
 #[test]
 fn systemd_notify() {
     use std::os::unix::net::UnixDatagram;
-    let Some(b) = backend("sqlite") else { return };
+    let Some(b) = backend(BackendKind::Sqlite) else {
+        return;
+    };
     let socket_path = b.dir.path().join("notify");
     let socket = UnixDatagram::bind(&socket_path).unwrap();
     socket
@@ -264,7 +259,7 @@ fn systemd_notify() {
 
 /// `tenure demote` moves the lead: with two `--keep-campaigning` candidates, the one that was
 /// demoted holds off and the other one leads afterwards, every time (10 demotes).
-fn demote_moves_the_lead(kind: &'static str) {
+fn demote_moves_the_lead(kind: BackendKind) {
     let Some(b) = backend(kind) else { return };
     let mut kids = Children::new(&b.log());
     // Killed (with their trees) if the test fails.
@@ -300,14 +295,14 @@ fn demote_moves_the_lead(kind: &'static str) {
 mod demote_moves {
     #[test]
     fn sqlite() {
-        super::demote_moves_the_lead("sqlite")
+        super::demote_moves_the_lead(super::BackendKind::Sqlite)
     }
     #[test]
     fn postgres() {
-        super::demote_moves_the_lead("postgres")
+        super::demote_moves_the_lead(super::BackendKind::Postgres)
     }
     #[test]
     fn mysql() {
-        super::demote_moves_the_lead("mysql")
+        super::demote_moves_the_lead(super::BackendKind::MySql)
     }
 }

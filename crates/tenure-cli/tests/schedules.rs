@@ -8,14 +8,10 @@ use std::collections::BTreeMap;
 use std::process::{Child, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use support::child::{child_program, mono_ns};
-use support::{BackendKind, TestDb};
+use support::{runtime, BackendKind, TestDb};
 
 fn db(kind: BackendKind) -> Option<TestDb> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(TestDb::new(kind))
+    runtime().block_on(TestDb::new(kind))
 }
 
 fn spawn(db: &TestDb, args: &[&str], id: &str) -> Child {
@@ -190,14 +186,6 @@ fn semaphore_of_three(kind: BackendKind) {
     assert!(most <= 3, "{most} held the semaphore at once: {text}");
     assert!(most >= 2, "the permits were used in parallel: {text}");
     eprintln!("{kind}: 8 processes ran, at most {most} at once");
-}
-
-macro_rules! per_backend {
-    ($($test:ident),*) => {
-        mod sqlite { $( #[test] fn $test() { super::$test(super::BackendKind::Sqlite) } )* }
-        mod postgres { $( #[test] fn $test() { super::$test(super::BackendKind::Postgres) } )* }
-        mod mysql { $( #[test] fn $test() { super::$test(super::BackendKind::MySql) } )* }
-    };
 }
 
 per_backend!(every_tick_exactly_once, semaphore_of_three);

@@ -2,40 +2,14 @@
 //! campaign and its leader-check, reads, blocking queries, admin calls with the token (and the
 //! actor in the history), metrics, bad input, and a clean stop that releases at once.
 
-mod serve_support;
+mod support;
 
 use serde_json::{json, Value};
-use serve_support::*;
 use std::time::{Duration, Instant};
+use support::runtime;
+use support::serve::*;
 
-/// One test function per backend: `sqlite::NAME`, `postgres::NAME`, `mysql::NAME`.
-macro_rules! on_every_backend {
-    ($($test:ident),* $(,)?) => {
-        on_every_backend!(@ sqlite, BackendKind::Sqlite, $($test),*);
-        on_every_backend!(@ postgres, BackendKind::Postgres, $($test),*);
-        on_every_backend!(@ mysql, BackendKind::MySql, $($test),*);
-    };
-    (@ $module:ident, $kind:expr, $($test:ident),*) => {
-        mod $module {
-            use super::*;
-            $(
-                #[test]
-                fn $test() {
-                    super::$test($kind)
-                }
-            )*
-        }
-    };
-}
-
-on_every_backend!(sidecar_over_http, leader_check_moves_with_the_leader);
-
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
-}
+per_backend!(sidecar_over_http, leader_check_moves_with_the_leader);
 
 fn leads(server: &Server, name: &str) -> bool {
     server.get(&format!("/v1/leader-check/{name}")).status == 200

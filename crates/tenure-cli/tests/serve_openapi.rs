@@ -7,11 +7,12 @@
 //! `SKIPPED: …`, unless `TENURE_TEST_REQUIRE_SCHEMATHESIS=1` (set by `.ci/run`), where that is
 //! a failure.
 
-mod serve_support;
+mod support;
 
-use serve_support::*;
 use std::process::Command;
 use std::time::Instant;
+use support::runtime;
+use support::serve::*;
 
 /// Test cases per operation and phase: enough to find a mismatch, within a few seconds.
 const EXAMPLES: &str = "25";
@@ -36,10 +37,7 @@ fn openapi_matches_the_running_server() {
     let Some(mut st) = schemathesis() else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = runtime();
     let db = rt.block_on(Db::new(BackendKind::Sqlite)).expect("sqlite");
     rt.block_on(db.campaign("beta", "node-9", 600_000));
     // Blocking queries are cut to 1 s so that generated waits stay short.

@@ -7,10 +7,9 @@
 //! Without Chromium this test prints `SKIPPED: …`, unless `TENURE_TEST_REQUIRE_CHROMIUM=1`
 //! (set by `.ci/run`), where that is a failure.
 
-mod serve_support;
+mod support;
 
 use serde_json::{json, Value};
-use serve_support::*;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -18,6 +17,8 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+use support::runtime;
+use support::serve::*;
 
 // === a small DevTools client ===
 
@@ -240,10 +241,7 @@ fn status_page_follows_a_leader_change_in_chromium() {
     let Some(program) = chromium() else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = runtime();
     let db = rt.block_on(Db::new(BackendKind::Sqlite)).expect("sqlite");
     rt.block_on(async {
         db.campaign("billing-cron", "node-a", 60_000).await;

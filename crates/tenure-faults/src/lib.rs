@@ -6,6 +6,7 @@ pub mod checker;
 pub mod clock;
 pub mod dbserver;
 pub mod event;
+pub mod ha;
 pub mod node;
 pub mod profile;
 pub mod proxy;

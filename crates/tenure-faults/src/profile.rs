@@ -11,12 +11,16 @@ pub enum Profile {
     Short,
     /// A minute of rounds per scenario.
     Long,
+    /// tenure on a highly available database: a private Patroni or Galera cluster per scenario,
+    /// its primary killed, switched over, partitioned, failed over with lost commits
+    /// (`crate::ha`).
+    Ha,
 }
 
 impl Profile {
     pub fn duration(self) -> Duration {
         match self {
-            Profile::Short => Duration::from_secs(6),
+            Profile::Short | Profile::Ha => Duration::from_secs(6),
             Profile::Long => Duration::from_secs(60),
         }
     }

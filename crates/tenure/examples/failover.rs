@@ -23,7 +23,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let store = Store::connect(&url).await?;
     let name = format!("example-{}", std::process::id());
     let timing = Timing::from_ttl(Duration::from_secs(2))?;
-    println!("database {}  name {name}", store.backend().url());
+    println!("database {}  name {name}", store.url());
     println!(
         "ttl {:?}, renew every {:?}, safety margin {:?}\n",
         timing.ttl(),

@@ -167,7 +167,7 @@ pub(crate) fn deadline_of(
     let left = Duration::from_millis(lease.remaining_ms(now));
     let belief = left
         .checked_sub(timing.safety_margin())?
-        .min(timing.belief());
+        .min(timing.max_belief());
     let deadline = sent + belief;
     (received < deadline).then_some(deadline)
 }

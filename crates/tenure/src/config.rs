@@ -50,7 +50,9 @@ impl Timing {
     pub fn safety_margin(&self) -> Duration {
         self.safety_margin
     }
-    /// Bound on each database call; a timeout counts as failure.
+    /// Bound on each database call; a timeout counts as failure. An elector (or a lock) makes
+    /// its calls through a handle on its [`Store`](crate::Store) bounded by this one value
+    /// ([`Store::with_timeout`](crate::Store::with_timeout)), not the store's own timeout.
     pub fn db_timeout(&self) -> Duration {
         self.db_timeout
     }
@@ -72,9 +74,18 @@ impl Timing {
         self.renew_interval + self.db_timeout
     }
 
-    /// The local deadline's distance from the send instant: `ttl − safety_margin`.
-    pub fn belief(&self) -> Duration {
+    /// The longest a belief lasts: its local deadline is at most this long after the instant
+    /// its campaign was sent (`ttl − safety_margin`; earlier when the database says the row
+    /// has less left).
+    pub fn max_belief(&self) -> Duration {
         self.ttl - self.safety_margin
+    }
+
+    /// The old name of [`max_belief`](Timing::max_belief).
+    #[doc(hidden)]
+    #[deprecated(since = "0.1.0", note = "renamed to `max_belief`")]
+    pub fn belief(&self) -> Duration {
+        self.max_belief()
     }
 }
 
@@ -166,7 +177,7 @@ mod tests {
         assert_eq!(t.renew_interval(), Duration::from_millis(2500));
         assert_eq!(t.safety_margin(), Duration::from_secs(1));
         assert_eq!(t.db_timeout(), Duration::from_secs(2));
-        assert_eq!(t.belief(), Duration::from_secs(9));
+        assert_eq!(t.max_belief(), Duration::from_secs(9));
     }
 
     #[test]

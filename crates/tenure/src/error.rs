@@ -11,8 +11,11 @@ pub enum Error {
     /// A name, candidate id, table prefix or metadata value was not acceptable.
     #[error("invalid {what} {value:?}: {rule}")]
     Invalid {
+        /// What was checked (`name`, `candidate id`, …).
         what: &'static str,
+        /// The value given.
         value: String,
+        /// The rule it broke.
         rule: &'static str,
     },
 
@@ -22,29 +25,49 @@ pub enum Error {
 
     /// The database URL could not be understood.
     #[error("invalid database URL {url}: {reason}")]
-    BadUrl { url: String, reason: String },
+    BadUrl {
+        /// The URL, password redacted.
+        url: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 
     /// The URL names a backend this build does not include.
     #[error("database URL {url}: the {backend} backend is not compiled in (enable the `{backend}` feature)")]
-    BackendNotCompiled { url: String, backend: &'static str },
+    BackendNotCompiled {
+        /// The URL, password redacted.
+        url: String,
+        /// The cargo feature that would compile the backend in.
+        backend: &'static str,
+    },
 
     /// The database could not be reached, or refused the credentials.
     #[error("cannot connect to {url}: {source}")]
     Connect {
+        /// The URL, password redacted.
         url: String,
+        /// The driver's error.
         #[source]
         source: sqlx::Error,
     },
 
     /// tenure's tables do not exist and auto-creation is off.
     #[error("tenure's tables ({table}) do not exist in {url}; run `tenure migrate`, or apply the DDL printed by `tenure migrate --print`, or enable auto-creation")]
-    SchemaMissing { table: String, url: String },
+    SchemaMissing {
+        /// The first missing table.
+        table: String,
+        /// The URL, password redacted.
+        url: String,
+    },
 
     /// The tables were created by a newer tenure.
     #[error("schema version {found} in {url} is newer than this tenure understands ({supported}); upgrade tenure")]
     SchemaTooNew {
+        /// The version found in the database.
         found: i64,
+        /// The newest version this build understands.
         supported: i64,
+        /// The URL, password redacted.
         url: String,
     },
 
@@ -58,15 +81,31 @@ pub enum Error {
 
     /// A stored row could not be understood.
     #[error("corrupt row in {table}: {reason}")]
-    Corrupt { table: String, reason: String },
+    Corrupt {
+        /// The table of the row.
+        table: String,
+        /// What could not be understood.
+        reason: String,
+    },
 
     /// `fence`: the caller no longer holds `term` of `name`; nothing it wrote in this
     /// transaction may be committed.
     #[error("lease {name:?} term {term} is no longer held by {candidate:?}")]
     LeaseLost {
+        /// The lease's name.
         name: String,
+        /// Who believed it held the lease.
         candidate: String,
+        /// The tenure it believed it held.
         term: u64,
+    },
+
+    /// A guard cannot fence this transaction: it is on another kind of database than the
+    /// guard's store, or the store has no SQL lease table. Nothing was checked: roll back.
+    #[error("cannot fence: {reason}")]
+    CannotFence {
+        /// Why.
+        reason: String,
     },
 
     /// An admin operation named a name that has never been campaigned for.

@@ -4,7 +4,7 @@
 //! # Guarantees
 //! - **P1** Terms per name are unique and strictly increase (while the database keeps its
 //!   commits). Every [`LeaderGuard`] has a term of its own.
-//! - **P2** Writes fenced with [`fence`](backend::postgres::PostgresBackend::fence) (or checked
+//! - **P2** Writes fenced with [`LeaderGuard::fence`] (or checked
 //!   by a resource that rejects lower terms) of an old tenure never land after a newer tenure
 //!   began, with no timing assumption.
 //! - **P3** With a healthy database clock and no pause longer than the safety margin, no two
@@ -29,7 +29,7 @@
 //!     .timing(Timing::from_ttl(Duration::from_secs(10))?)
 //!     .spawn()?;
 //!
-//! let guard = elector.leader().await?; // waits until this process leads
+//! let guard = elector.wait_until_leader().await?; // waits until this process leads
 //! println!("leading with fencing token {}", guard.term());
 //! tokio::select! {
 //!     _ = guard.lost() => println!("lost leadership: stop leader-only work now"),
@@ -42,42 +42,59 @@
 //! ```
 //!
 //! # Layout
-//! - [`model`]: the lease rules with no IO — `decide(now, row, op)`; the only place they live.
+//! The public surface is this page: the items below, plus [`backend`] for those who implement
+//! or wrap storage, and [`validate`] for checking names and ids before using them. See
+//! `docs/architecture.md` in the repository for the layers and the path of one campaign.
+//! - `model`: the lease rules with no IO — `decide(now, row, op)`; the only place they live
+//!   (public with the `testing` feature).
 //! - [`backend`]: the storage trait and the PostgreSQL, MySQL and SQLite implementations, which
 //!   run the model inside a transaction holding the row lock, with the database's clock.
-//! - [`Store`]: the operations (campaign, release, demote, handover, pause, resume, leader,
-//!   list, history), validated and bounded by a timeout.
+//! - [`Store`]: the one door to the database — the operations (campaign, release, demote,
+//!   handover, pause, resume, leader, list, history), validated and bounded by a timeout.
 //! - [`Timing`]: the client-side timing model and its safety check.
-//! - [`elector`]: the campaign loop, the role watch and [`LeaderGuard`].
-//! - [`lock`]: cluster locks and semaphores, kept alive in batches.
-//! - [`schedule`]: leader-only schedules with the last completed tick in the database.
-//! - [`validate`]: names, candidate ids, table prefixes.
+//! - [`Elector`]: the campaign loop, the role watch and [`LeaderGuard`].
+//! - [`Locks`]: cluster locks and semaphores, kept alive in batches.
+//! - [`Schedule`]: leader-only schedules with the last completed tick in the database.
 //!
 //! # Features
-//! `sqlite`, `postgres`, `mysql` (all on by default) select the backends.
+//! `sqlite`, `postgres`, `mysql` (all on by default) select the backends. `testing` exposes
+//! the tools of tenure's own tests: the `model` module (`decide`), raw [`Store`] operations,
+//! and `backend::CountingBackend`.
+
+#![warn(missing_docs)]
+// The examples (crate docs and README) must not use the deprecated old names.
+#![doc(test(attr(deny(deprecated))))]
+#![forbid(unsafe_code)]
 
 pub mod backend;
 mod belief;
 mod config;
-pub mod elector;
+mod elector;
 mod error;
-pub mod lock;
+mod fence;
+mod lock;
+#[cfg(feature = "testing")]
 pub mod model;
+#[cfg(not(feature = "testing"))]
+mod model;
+mod records;
 mod rng;
-pub mod schedule;
+mod schedule;
 mod store;
 pub mod validate;
 
-pub use backend::{
-    Applied, Backend, BackendKind, HistoryEntry, RedactedUrl, Renewed, Snapshot, StoreOptions,
-};
+pub use backend::kind::BackendKind;
+pub use backend::options::StoreOptions;
+pub use backend::url::RedactedUrl;
 pub use config::{Timing, TimingBuilder};
 pub use elector::{Elector, ElectorBuilder, LeaderGuard, Role};
 pub use error::{Error, Result};
+pub use fence::FenceDatabase;
 pub use lock::{LockGuard, LockOptions, Locks, Semaphore};
 pub use model::{DbTime, Effect, Lease, Op, StepDownReason};
+pub use records::{Applied, HistoryEntry, Snapshot};
 pub use schedule::{Cadence, Schedule, Tick};
-pub use store::{ChangeKey, LeaderInfo, Store};
+pub use store::{ChangeKey, Changes, LeaderInfo, Store};
 
 #[doc(hidden)]
 pub use rng::seed_thread_rng as __seed_thread_rng;

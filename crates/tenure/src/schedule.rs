@@ -1,20 +1,4 @@
-//! Leader-only schedules (seed 001): a task runs on every tick, on exactly one node.
-//!
-//! Every node runs an [`Elector`] for the schedule's name; the leader runs the ticks. The last
-//! completed tick is recorded in `<prefix>tick`, fenced by the leader's term, so a leader
-//! change neither skips a tick nor runs a completed one again: the new leader continues after
-//! the last *completed* tick, running the missed ones one after another.
-//!
-//! - **Ticks** fall on multiples of the interval since the Unix epoch, or on the instants of a
-//!   cron expression (UTC, with seconds), by the database's clock. A schedule that has never
-//!   completed a tick starts with the next tick, as cron would.
-//! - **Crashes**: a tick whose run was interrupted (the leader died or lost its tenure before it
-//!   was recorded) is run again by the next leader: at least once for interrupted runs,
-//!   exactly once for completed ones.
-//! - **Outages**: after more than `catch_up` missed ticks, the missed ones are skipped (with a
-//!   warning) and the schedule resumes at the next tick.
-//! - **Pause**: [`Elector::pause`] stops this node from taking part; [`Store::pause`] on the
-//!   name pauses the schedule cluster-wide.
+//! Leader-only schedules: a task runs on every tick, on exactly one node.
 
 use crate::elector::{Elector, LeaderGuard};
 use crate::error::{Error, Result};
@@ -26,6 +10,7 @@ use std::time::Duration;
 
 /// When ticks fall.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub enum Cadence {
     /// Every interval, on multiples of it since the Unix epoch.
     Every(Duration),
@@ -77,7 +62,23 @@ impl Tick {
     }
 }
 
-/// A leader-only schedule on one name.
+/// Leader-only schedules: a task runs on every tick, on exactly one node.
+///
+/// Every node runs an [`Elector`] for the schedule's name; the leader runs the ticks. The last
+/// completed tick is recorded in `<prefix>tick`, fenced by the leader's term, so a leader
+/// change neither skips a tick nor runs a completed one again: the new leader continues after
+/// the last *completed* tick, running the missed ones one after another.
+///
+/// - **Ticks** fall on multiples of the interval since the Unix epoch, or on the instants of a
+///   cron expression (UTC, with seconds), by the database's clock. A schedule that has never
+///   completed a tick starts with the next tick, as cron would.
+/// - **Crashes**: a tick whose run was interrupted (the leader died or lost its tenure before it
+///   was recorded) is run again by the next leader: at least once for interrupted runs,
+///   exactly once for completed ones.
+/// - **Outages**: after more than `catch_up` missed ticks, the missed ones are skipped (with a
+///   warning) and the schedule resumes at the next tick.
+/// - **Pause**: [`Elector::pause`] stops this node from taking part; [`Store::pause`] on the
+///   name pauses the schedule cluster-wide.
 #[derive(Clone, Debug)]
 pub struct Schedule {
     store: Store,
@@ -124,9 +125,7 @@ impl Schedule {
     /// # Errors
     /// Database errors.
     pub async fn next_tick(&self) -> Result<(Tick, DbTime)> {
-        let backend = self.store.backend();
-        let (last, now) =
-            crate::store::bounded(self.store.timeout(), backend.last_tick(&self.name)).await?;
+        let (last, now) = self.store.last_tick(&self.name).await?;
         let now_ms = now.0.div_euclid(1000);
         let mut planned = self.planned.lock().expect("planned tick");
         // A tick chosen earlier without a record behind it (the first one, or the one after a
@@ -166,16 +165,9 @@ impl Schedule {
     /// # Errors
     /// [`Error::LeaseLost`] if `guard`'s tenure has ended in the database; database errors.
     pub async fn complete(&self, tick: Tick, guard: &LeaderGuard) -> Result<bool> {
-        crate::store::bounded(
-            self.store.timeout(),
-            self.store.backend().complete_tick(
-                &self.name,
-                guard.candidate(),
-                guard.term(),
-                tick.at_ms,
-            ),
-        )
-        .await
+        self.store
+            .complete_tick(&self.name, guard.candidate(), guard.term(), tick.at_ms)
+            .await
     }
 
     /// Runs `task` for every due tick while `elector` leads, until the elector stops. `task`
@@ -229,7 +221,7 @@ impl Schedule {
             let guard = tokio::select! {
                 biased;
                 () = &mut shutdown => return Ok(()),
-                guard = elector.leader() => guard?,
+                guard = elector.wait_until_leader() => guard?,
             };
             tracing::info!(name = %self.name, term = guard.term(), "leading: running the schedule");
             while !guard.is_lost() {

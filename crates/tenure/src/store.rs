@@ -1,17 +1,24 @@
-//! [`Store`]: the operations of DESIGN.md's table, validated and bounded by a timeout.
+//! [`Store`]: the operations of the lease model (the operations table of
+//! `docs/design-notes.md`), validated and bounded by a timeout.
 
-use crate::backend::{self, Applied, Backend, HistoryEntry, Snapshot, StoreOptions};
+use crate::backend::{
+    self, Applied, Backend, BackendKind, HistoryEntry, RedactedUrl, Renewed, Snapshot, StoreOptions,
+};
 use crate::error::{Error, Result};
+use crate::fence::Fence;
 use crate::model::{DbTime, Effect, Lease, Op};
 use crate::validate;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::broadcast;
 
 /// Who leads a name now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeaderInfo {
+    /// The lease's name.
     pub name: String,
+    /// The candidate id of the leader.
     pub holder: String,
     /// The fencing token of this tenure.
     pub term: u64,
@@ -19,6 +26,7 @@ pub struct LeaderInfo {
     pub since: DbTime,
     /// How long the lease has left, by the database's clock at the read.
     pub remaining: Duration,
+    /// What the leader published (e.g. its address).
     pub metadata: Option<String>,
 }
 
@@ -69,14 +77,19 @@ impl Lease {
     }
 }
 
-/// A handle on tenure's tables in one database. Cheap to clone.
+/// A handle on tenure's tables in one database: the one door to them. Cheap to clone.
 ///
-/// Every call validates its input, then runs with [`StoreOptions::timeout`]; a call that times
-/// out returns [`Error::Timeout`] and its effect is unknown.
+/// Every call is bounded by the handle's timeout ([`StoreOptions::timeout`], or the one given
+/// to [`with_timeout`](Store::with_timeout)); a call that times out returns
+/// [`Error::Timeout`] and its effect is unknown. The public calls validate their input; the
+/// elector, locks and schedules validate theirs once, when they are built, and call through
+/// the crate-private doors below.
 #[derive(Clone, Debug)]
 pub struct Store {
     backend: Arc<dyn Backend>,
     timeout: Duration,
+    /// The backend's fence, read once.
+    fence: Option<Fence>,
 }
 
 impl Store {
@@ -98,62 +111,143 @@ impl Store {
         let timeout = options.timeout;
         let connect_bound = (timeout * 2).max(Duration::from_secs(10));
         let backend = bounded(connect_bound, backend::connect(url, &options)).await?;
-        Ok(Store { backend, timeout })
+        Ok(Store::from_backend(backend, timeout))
     }
 
-    /// Wraps an existing backend.
+    /// Wraps a backend connected by hand (e.g. a
+    /// [`PostgresBackend`](crate::backend::postgres::PostgresBackend) kept for fencing), whose
+    /// calls are then bounded by `timeout`.
     pub fn from_backend(backend: Arc<dyn Backend>, timeout: Duration) -> Store {
-        Store { backend, timeout }
+        let fence = backend.fence_sql().map(|sql| Fence {
+            kind: backend.kind(),
+            sql: sql.into(),
+        });
+        Store {
+            backend,
+            timeout,
+            fence,
+        }
     }
 
-    /// The backend underneath.
+    /// The backend underneath (only with the `testing` feature: everything else goes through
+    /// the store).
+    #[cfg(feature = "testing")]
     pub fn backend(&self) -> &Arc<dyn Backend> {
         &self.backend
     }
 
-    /// The per-call timeout.
+    /// The bound on each call of this handle.
     pub fn timeout(&self) -> Duration {
         self.timeout
     }
 
-    /// Applies a raw model operation (validated) with this store's timeout.
+    /// The same store, its calls bounded by `timeout` (an elector's or a lock's
+    /// [`Timing::db_timeout`](crate::Timing::db_timeout)).
+    pub fn with_timeout(&self, timeout: Duration) -> Store {
+        Store {
+            backend: self.backend.clone(),
+            timeout,
+            fence: self.fence.clone(),
+        }
+    }
+
+    /// Which database engine this store talks to.
+    pub fn kind(&self) -> BackendKind {
+        self.backend.kind()
+    }
+
+    /// The database URL, with any password replaced.
+    pub fn url(&self) -> &RedactedUrl {
+        self.backend.url()
+    }
+
+    /// Creates the tables if they do not exist and records the schema version.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`], database errors.
+    pub async fn migrate(&self) -> Result<()> {
+        bounded(self.timeout, self.backend.migrate()).await
+    }
+
+    /// Checks that the tables exist with a schema version this build understands.
+    ///
+    /// # Errors
+    /// [`Error::SchemaMissing`], [`Error::Timeout`], database errors.
+    pub async fn check_schema(&self) -> Result<()> {
+        bounded(self.timeout, self.backend.check_schema()).await
+    }
+
+    /// The DDL that [`migrate`](Store::migrate) runs, for a DBA to apply by hand.
+    pub fn schema_sql(&self) -> String {
+        self.backend.schema_sql()
+    }
+
+    /// The fence statement of this store's database, with its table name (what `tenure
+    /// fence-sql` prints): parameters name, holder, term in that order; one row means the
+    /// tenure is still held and a takeover now waits for the caller's commit, no row means roll
+    /// back. `None` for a backend without an SQL lease table.
+    pub fn fence_sql(&self) -> Option<&str> {
+        self.fence.as_ref().map(|f| &*f.sql)
+    }
+
+    pub(crate) fn fence(&self) -> Option<&Fence> {
+        self.fence.as_ref()
+    }
+
+    /// Changed leases as the database pushes them (PostgreSQL LISTEN/NOTIFY), from now on.
+    pub fn changes(&self) -> Changes {
+        Changes {
+            rx: self.backend.subscribe(),
+        }
+    }
+
+    /// Applies a raw model operation, validated, with this store's timeout (only with the
+    /// `testing` feature: applications use the named operations).
     ///
     /// # Errors
     /// [`Error::Invalid`] for bad names or ids, [`Error::Timeout`], database errors.
+    #[cfg(feature = "testing")]
     pub async fn apply(&self, name: &str, op: &Op, actor: &str) -> Result<Applied> {
-        self.apply_within(self.timeout, name, op, actor).await
+        validate_op(name, op)?;
+        self.apply_valid(name, op, actor).await
     }
 
-    /// As [`apply`](Store::apply) with an explicit timeout.
-    ///
-    /// # Errors
-    /// As [`apply`](Store::apply).
-    pub async fn apply_within(
+    /// Applies `op`, whose name and ids were validated when its caller was built.
+    pub(crate) async fn apply_valid(&self, name: &str, op: &Op, actor: &str) -> Result<Applied> {
+        debug_assert!(
+            validate_op(name, op).is_ok(),
+            "unvalidated {op:?} on {name:?}"
+        );
+        bounded(self.timeout, self.backend.apply(name, op, actor)).await
+    }
+
+    /// Renews the tenures `leases` of `holder` in one transaction (the locks' keep-alive).
+    pub(crate) async fn renew_many(
         &self,
-        timeout: Duration,
+        holder: &str,
+        leases: &[(String, u64)],
+    ) -> Result<Renewed> {
+        bounded(self.timeout, self.backend.renew_many(holder, leases)).await
+    }
+
+    /// The last completed tick of schedule `name`, with the database's clock.
+    pub(crate) async fn last_tick(&self, name: &str) -> Result<(Option<i64>, DbTime)> {
+        bounded(self.timeout, self.backend.last_tick(name)).await
+    }
+
+    /// Records tick `tick_ms` of `name` as completed, fenced by `holder`'s `term`.
+    pub(crate) async fn complete_tick(
+        &self,
         name: &str,
-        op: &Op,
-        actor: &str,
-    ) -> Result<Applied> {
-        validate::name(name)?;
-        match op {
-            Op::Campaign {
-                candidate,
-                metadata,
-                ..
-            } => {
-                validate::candidate(candidate)?;
-                if let Some(m) = metadata {
-                    validate::metadata(m)?;
-                }
-            }
-            Op::Release { candidate, .. }
-            | Op::Renew { candidate, .. }
-            | Op::Succeed { candidate, .. } => validate::candidate(candidate)?,
-            Op::Handover { to, .. } => validate::candidate(to)?,
-            Op::Demote { .. } | Op::Pause | Op::Resume => {}
-        }
-        bounded(timeout, self.backend.apply(name, op, actor)).await
+        holder: &str,
+        term: u64,
+        tick_ms: i64,
+    ) -> Result<bool> {
+        bounded(
+            self.timeout,
+            self.backend.complete_tick(name, holder, term, tick_ms),
+        )
+        .await
     }
 
     /// Releases tenure `term` of `candidate`; nobody may acquire before
@@ -161,7 +255,7 @@ impl Store {
     /// [`Effect::NotHolder`].
     ///
     /// # Errors
-    /// As [`apply`](Store::apply).
+    /// [`Error::Invalid`] for bad names or ids, [`Error::Timeout`], database errors.
     pub async fn release(
         &self,
         name: &str,
@@ -176,7 +270,7 @@ impl Store {
     /// As [`release`](Store::release), with `reason` as the history event's detail.
     ///
     /// # Errors
-    /// As [`apply`](Store::apply).
+    /// As [`release`](Store::release).
     pub async fn release_because(
         &self,
         name: &str,
@@ -191,7 +285,8 @@ impl Store {
             at_least_ms: duration_ms(at_least),
             reason: reason.map(str::to_string),
         };
-        self.apply(name, &op, candidate).await
+        validate_op(name, &op)?;
+        self.apply_valid(name, &op, candidate).await
     }
 
     /// Forces a re-election. The holder is removed but `expires_at` is kept, so nobody starts
@@ -199,7 +294,7 @@ impl Store {
     /// unsafe unless writes are fenced.
     ///
     /// # Errors
-    /// [`Error::UnknownName`], and as [`apply`](Store::apply).
+    /// [`Error::UnknownName`], and as [`release`](Store::release).
     pub async fn demote(&self, name: &str, immediate: bool, actor: &str) -> Result<Applied> {
         self.admin(name, &Op::Demote { immediate }, actor).await
     }
@@ -211,7 +306,7 @@ impl Store {
     ///
     /// # Errors
     /// [`Error::UnknownName`] (also for a name that was paused but never held), and as
-    /// [`apply`](Store::apply).
+    /// [`release`](Store::release).
     pub async fn handover(
         &self,
         name: &str,
@@ -230,7 +325,7 @@ impl Store {
     /// [`resume`](Store::resume). A name never used is created paused.
     ///
     /// # Errors
-    /// As [`apply`](Store::apply).
+    /// As [`release`](Store::release).
     pub async fn pause(&self, name: &str, actor: &str) -> Result<Applied> {
         self.admin(name, &Op::Pause, actor).await
     }
@@ -238,20 +333,22 @@ impl Store {
     /// Ends a pause.
     ///
     /// # Errors
-    /// [`Error::UnknownName`], and as [`apply`](Store::apply).
+    /// [`Error::UnknownName`], and as [`release`](Store::release).
     pub async fn resume(&self, name: &str, actor: &str) -> Result<Applied> {
         self.admin(name, &Op::Resume, actor).await
     }
 
     async fn admin(&self, name: &str, op: &Op, actor: &str) -> Result<Applied> {
-        let applied = self.apply(name, op, actor).await?;
+        validate_op(name, op)?;
+        let applied = self.apply_valid(name, op, actor).await?;
         if applied.effect == Effect::UnknownName {
             return Err(Error::UnknownName(name.to_string()));
         }
         Ok(applied)
     }
 
-    /// Who leads `name` now, if anyone.
+    /// Who leads `name` now, if anyone (one read; to wait until this process leads, see
+    /// [`Elector::wait_until_leader`](crate::Elector::wait_until_leader)).
     ///
     /// # Errors
     /// [`Error::Invalid`], [`Error::Timeout`], database errors.
@@ -290,11 +387,73 @@ impl Store {
     }
 }
 
+/// Changed leases as the database pushes them; see [`Store::changes`].
+#[derive(Debug)]
+pub struct Changes {
+    rx: Option<broadcast::Receiver<String>>,
+}
+
+impl Changes {
+    /// Forgets the notifications that arrived so far (a read that follows sees their changes).
+    pub fn skip_pending(&mut self) {
+        use broadcast::error::TryRecvError;
+        while let Some(rx) = &mut self.rx {
+            match rx.try_recv() {
+                Ok(_) | Err(TryRecvError::Lagged(_)) => {}
+                Err(TryRecvError::Empty) => return,
+                Err(TryRecvError::Closed) => self.rx = None,
+            }
+        }
+    }
+
+    /// Completes when a lease whose name `matches` changed, or when some notifications were
+    /// lost (so that the caller looks again); never, where the database cannot push.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn changed(&mut self, matches: impl Fn(&str) -> bool) {
+        let Some(rx) = &mut self.rx else {
+            return std::future::pending().await;
+        };
+        loop {
+            match rx.recv().await {
+                Ok(name) if matches(&name) => return,
+                Ok(_) => {}
+                Err(broadcast::error::RecvError::Lagged(_)) => return,
+                Err(broadcast::error::RecvError::Closed) => {
+                    self.rx = None;
+                    return std::future::pending().await;
+                }
+            }
+        }
+    }
+}
+
+/// Checks the name and every id of `op`.
+pub(crate) fn validate_op(name: &str, op: &Op) -> Result<()> {
+    validate::name(name)?;
+    match op {
+        Op::Campaign {
+            candidate,
+            metadata,
+            ..
+        } => {
+            validate::candidate(candidate)?;
+            if let Some(m) = metadata {
+                validate::metadata(m)?;
+            }
+        }
+        Op::Release { candidate, .. }
+        | Op::Renew { candidate, .. }
+        | Op::Succeed { candidate, .. } => validate::candidate(candidate)?,
+        Op::Handover { to, .. } => validate::candidate(to)?,
+        Op::Demote { .. } | Op::Pause | Op::Resume => {}
+    }
+    Ok(())
+}
+
 /// Runs `fut` with a timeout that turns into [`Error::Timeout`].
-pub(crate) async fn bounded<T>(
-    timeout: Duration,
-    fut: impl Future<Output = Result<T>>,
-) -> Result<T> {
+async fn bounded<T>(timeout: Duration, fut: impl Future<Output = Result<T>>) -> Result<T> {
     match tokio::time::timeout(timeout, fut).await {
         Ok(result) => result,
         Err(_) => Err(Error::Timeout(timeout)),

@@ -42,6 +42,27 @@ pub fn name(value: &str) -> Result<()> {
     check_id("name", value)
 }
 
+/// Checks a semaphore of `permits` on `name`: at least one permit, and every permit's lease
+/// name (`name#i`) a valid name.
+///
+/// # Errors
+/// [`Error::Invalid`] naming the rule.
+pub fn semaphore(name: &str, permits: u32) -> Result<()> {
+    if permits == 0 {
+        return Err(Error::Invalid {
+            what: "permits",
+            value: "0".into(),
+            rule: "must be at least 1",
+        });
+    }
+    self::name(&permit_name(name, permits - 1))
+}
+
+/// The lease name of permit `i` of the semaphore `name`.
+pub(crate) fn permit_name(name: &str, i: u32) -> String {
+    format!("{name}#{i}")
+}
+
 /// Checks a candidate id: 1..=191 bytes of UTF-8, no control characters, no trailing space.
 ///
 /// # Errors

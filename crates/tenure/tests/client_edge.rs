@@ -5,31 +5,14 @@
 
 mod common;
 
-use common::memory::MemoryBackend;
+use common::memory::{elector, setup};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
-use tenure::{Elector, LeaderGuard, LockOptions, Locks, Store, Timing};
+use tenure::{Elector, LeaderGuard, LockOptions, Locks};
 use tokio::time::{sleep, Instant};
 
-const TTL: Duration = Duration::from_secs(1);
-
-fn setup() -> (Arc<MemoryBackend>, Store) {
-    let backend = Arc::new(MemoryBackend::new(false));
-    let store = Store::from_backend(backend.clone(), Duration::from_secs(5));
-    (backend, store)
-}
-
-fn elector(store: &Store, id: &str) -> Elector {
-    Elector::builder(store.clone(), "job")
-        .candidate(id)
-        .timing(Timing::from_ttl(TTL).unwrap())
-        .spawn()
-        .unwrap()
-}
-
 fn short(at_most_ms: u64) -> LockOptions {
-    LockOptions::default().at_most(Duration::from_millis(at_most_ms))
+    LockOptions::default().ttl(Duration::from_millis(at_most_ms))
 }
 
 /// Every guard `elector` hands out within `for_how_long`, in order.
@@ -37,7 +20,7 @@ async fn guards_within(elector: &Elector, for_how_long: Duration) -> Vec<LeaderG
     let mut seen: Vec<LeaderGuard> = vec![];
     let until = Instant::now() + for_how_long;
     while Instant::now() < until {
-        let next = tokio::time::timeout_at(until, elector.leader()).await;
+        let next = tokio::time::timeout_at(until, elector.wait_until_leader()).await;
         let Ok(Ok(guard)) = next else { break };
         seen.push(guard.clone());
         tokio::select! {
@@ -53,7 +36,7 @@ async fn guards_within(elector: &Elector, for_how_long: Duration) -> Vec<LeaderG
 /// renewal of the term being released.
 #[tokio::test(start_paused = true)]
 async fn relock_after_a_drop_never_gives_two_holders() {
-    let (backend, store) = setup();
+    let (backend, store) = setup(false);
     let a = Locks::with_holder(store.clone(), "proc-a").unwrap();
     let b = Locks::with_holder(store.clone(), "proc-b").unwrap();
     // Every call of proc-a takes 20 ms, so the release and the relock are in flight together.
@@ -80,7 +63,7 @@ async fn relock_after_a_drop_never_gives_two_holders() {
 /// Hole 1 with an explicit release racing a `try_lock` from another task of the process.
 #[tokio::test(start_paused = true)]
 async fn relock_racing_an_explicit_release_never_gives_two_holders() {
-    let (backend, store) = setup();
+    let (backend, store) = setup(false);
     let a = Locks::with_holder(store.clone(), "proc-a").unwrap();
     let b = Locks::with_holder(store.clone(), "proc-b").unwrap();
     backend
@@ -116,12 +99,12 @@ async fn relock_racing_an_explicit_release_never_gives_two_holders() {
     }
 }
 
-/// Hole 2: two tasks of one process take one name at once with different `at_most`. The row
+/// Hole 2: two tasks of one process take one name at once with different ttls. The row
 /// must not end up with a ttl shorter than the one the winner believes in.
 #[tokio::test(start_paused = true)]
 async fn a_guard_believes_no_longer_than_the_row_it_holds() {
     for long_first in [true, false] {
-        let (backend, store) = setup();
+        let (backend, store) = setup(false);
         let a = Locks::with_holder(store.clone(), "proc-a").unwrap();
         let b = Locks::with_holder(store.clone(), "proc-b").unwrap();
         // Each call of proc-a takes 10 ms; the second campaign is sent 1 ms after the first,
@@ -166,9 +149,9 @@ async fn a_guard_believes_no_longer_than_the_row_it_holds() {
 /// a new guard when the elector campaigns again.
 #[tokio::test(start_paused = true)]
 async fn a_failed_release_never_resumes_the_term() {
-    let (backend, store) = setup();
+    let (backend, store) = setup(false);
     let e = elector(&store, "a");
-    let first = e.leader().await.unwrap();
+    let first = e.wait_until_leader().await.unwrap();
     backend.failing_releases.store(1, Ordering::SeqCst);
     let term = first.term();
     assert!(first.release().await.is_err(), "the release failed");
@@ -178,9 +161,9 @@ async fn a_failed_release_never_resumes_the_term() {
 /// Hole 3 after a local pause whose release fails.
 #[tokio::test(start_paused = true)]
 async fn a_local_pause_with_a_failed_release_never_resumes_the_term() {
-    let (backend, store) = setup();
+    let (backend, store) = setup(false);
     let e = elector(&store, "a");
-    let first = e.leader().await.unwrap();
+    let first = e.wait_until_leader().await.unwrap();
     backend.failing_releases.store(1, Ordering::SeqCst);
     e.pause().await.unwrap();
     first.lost().await;
@@ -194,9 +177,9 @@ async fn a_local_pause_with_a_failed_release_never_resumes_the_term() {
 /// Hole 3 after a cluster pause whose step-down release fails, then a resume.
 #[tokio::test(start_paused = true)]
 async fn a_cluster_pause_with_a_failed_release_never_resumes_the_term() {
-    let (backend, store) = setup();
+    let (backend, store) = setup(false);
     let e = elector(&store, "a");
-    let first = e.leader().await.unwrap();
+    let first = e.wait_until_leader().await.unwrap();
     backend.failing_releases.store(5, Ordering::SeqCst);
     store.pause("job", "operator").await.unwrap();
     first.lost().await;
@@ -223,7 +206,7 @@ async fn leads_again_with_a_new_term(elector: &Elector, old: u64) {
 /// Hole 4: two electors with one candidate id must not share the lead.
 #[tokio::test(start_paused = true)]
 async fn one_candidate_id_in_two_places_never_shares_the_lead() {
-    let (_backend, store) = setup();
+    let (_backend, store) = setup(false);
     let one = elector(&store, "x");
     let two = elector(&store, "x");
     let until = Instant::now() + Duration::from_secs(5);
@@ -248,12 +231,12 @@ async fn one_candidate_id_in_two_places_never_shares_the_lead() {
 /// Hole 4: a restarted incarnation with the crashed one's id starts a new term.
 #[tokio::test(start_paused = true)]
 async fn a_restart_with_the_same_id_never_adopts_the_old_term() {
-    let (_backend, store) = setup();
+    let (_backend, store) = setup(false);
     let crashed = elector(&store, "x");
-    let old = crashed.leader().await.unwrap().term();
+    let old = crashed.wait_until_leader().await.unwrap().term();
     crashed.abort();
     let restarted = elector(&store, "x");
-    let guard = tokio::time::timeout(Duration::from_secs(5), restarted.leader())
+    let guard = tokio::time::timeout(Duration::from_secs(5), restarted.wait_until_leader())
         .await
         .expect("leads after the old lease expired")
         .unwrap();
@@ -263,9 +246,9 @@ async fn a_restart_with_the_same_id_never_adopts_the_old_term() {
 /// Shutdown waits for clones of the guard that still run leader-only work (or the deadline).
 #[tokio::test(start_paused = true)]
 async fn shutdown_releases_only_after_the_work_stopped() {
-    let (backend, store) = setup();
+    let (backend, store) = setup(false);
     let e = elector(&store, "a");
-    let guard = e.leader().await.unwrap();
+    let guard = e.wait_until_leader().await.unwrap();
     let term = guard.term();
     let worker = tokio::spawn(async move {
         guard.lost().await;
@@ -291,7 +274,7 @@ async fn shutdown_releases_only_after_the_work_stopped() {
 /// A demoted leader holds off, so another live candidate takes the lead.
 #[tokio::test(start_paused = true)]
 async fn demote_moves_the_lead_to_another_candidate() {
-    let (_backend, store) = setup();
+    let (_backend, store) = setup(false);
     let a = elector(&store, "a");
     let b = elector(&store, "b");
     for round in 0..10 {

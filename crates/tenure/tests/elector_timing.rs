@@ -3,28 +3,11 @@
 
 mod common;
 
-use common::memory::MemoryBackend;
+use common::memory::{elector, setup, MemoryBackend, TTL};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
-use tenure::{Elector, Op, Role, Store, Timing};
+use tenure::{Elector, Op, Role, Timing};
 use tokio::time::{sleep, sleep_until, timeout, Instant};
-
-const TTL: Duration = Duration::from_secs(1);
-
-fn setup(push: bool) -> (Arc<MemoryBackend>, Store) {
-    let backend = Arc::new(MemoryBackend::new(push));
-    let store = Store::from_backend(backend.clone(), Duration::from_secs(5));
-    (backend, store)
-}
-
-fn elector(store: &Store, id: &str) -> Elector {
-    Elector::builder(store.clone(), "job")
-        .candidate(id)
-        .timing(Timing::from_ttl(TTL).unwrap())
-        .spawn()
-        .unwrap()
-}
 
 fn deadline_of(e: &Elector) -> Option<Instant> {
     match *e.role().borrow() {
@@ -40,7 +23,7 @@ async fn deadline_counts_from_the_send_instant() {
     *backend.delay.lock().unwrap() = Duration::from_millis(150);
     let sent = Instant::now();
     let e = elector(&store, "a");
-    let guard = e.leader().await.unwrap();
+    let guard = e.wait_until_leader().await.unwrap();
     assert_eq!(
         Instant::now(),
         sent + Duration::from_millis(150),
@@ -48,7 +31,7 @@ async fn deadline_counts_from_the_send_instant() {
     );
     assert_eq!(
         deadline_of(&e),
-        Some(sent + timing.belief()),
+        Some(sent + timing.max_belief()),
         "not from the answer"
     );
     // The database's expiry was set at the later instant, so the belief ends first.
@@ -63,7 +46,7 @@ async fn deadline_counts_from_the_send_instant() {
     tokio::task::yield_now().await;
     assert_eq!(
         deadline_of(&e),
-        Some(sent + timing.renew_interval() + timing.belief())
+        Some(sent + timing.renew_interval() + timing.max_belief())
     );
     assert!(!guard.is_lost());
 }
@@ -81,7 +64,7 @@ async fn steps_down_at_the_deadline_while_the_database_hangs() {
     let (backend, store) = setup(false);
     let timing = Timing::from_ttl(TTL).unwrap();
     let e = elector(&store, "a");
-    let guard = e.leader().await.unwrap();
+    let guard = e.wait_until_leader().await.unwrap();
     backend.hang.store(true, Ordering::SeqCst);
     let deadline = deadline_of(&e).unwrap();
     sleep_until(deadline - Duration::from_millis(1)).await;
@@ -105,7 +88,7 @@ async fn renews_on_schedule() {
     let (backend, store) = setup(false);
     let timing = Timing::from_ttl(TTL).unwrap();
     let e = elector(&store, "a");
-    let guard = e.leader().await.unwrap();
+    let guard = e.wait_until_leader().await.unwrap();
     let before = backend.calls.load(Ordering::SeqCst);
     sleep(timing.renew_interval() * 20 + Duration::from_millis(1)).await;
     let renewals = backend.calls.load(Ordering::SeqCst) - before;
@@ -128,7 +111,7 @@ async fn follower_tries_again_at_the_observed_expiry() {
     let expiry = Instant::now() + TTL;
     sleep(Duration::from_millis(900)).await;
     let e = elector(&store, "b");
-    let guard = e.leader().await.unwrap();
+    let guard = e.wait_until_leader().await.unwrap();
     let at = Instant::now();
     assert!(at >= expiry, "acquired before the expiry");
     assert!(
@@ -147,12 +130,12 @@ async fn follower_tries_again_at_the_observed_expiry() {
 async fn notification_wakes_a_follower_at_once() {
     let (_backend, store) = setup(true);
     let a = elector(&store, "a");
-    let ga = a.leader().await.unwrap();
+    let ga = a.wait_until_leader().await.unwrap();
     let b = elector(&store, "b");
     sleep(Duration::from_millis(100)).await;
     let released_at = Instant::now();
     ga.release().await.unwrap();
-    let gb = timeout(Duration::from_secs(5), b.leader())
+    let gb = timeout(Duration::from_secs(5), b.wait_until_leader())
         .await
         .unwrap()
         .unwrap();
@@ -182,14 +165,17 @@ async fn a_slower_follower_takes_over_a_release_at_any_offset() {
             .unwrap()
             .insert("b".into(), round_trip);
         let a = elector(&store, "a");
-        let ga = a.leader().await.unwrap();
+        let ga = a.wait_until_leader().await.unwrap();
         let b = elector(&store, "b");
         sleep(timing.ttl() + step * offset).await;
         ga.release().await.unwrap();
-        let gb = timeout(timing.release_hold_off() + timing.ttl(), b.leader())
-            .await
-            .unwrap_or_else(|_| panic!("the releaser took the lease back (offset {offset})"))
-            .unwrap();
+        let gb = timeout(
+            timing.release_hold_off() + timing.ttl(),
+            b.wait_until_leader(),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("the releaser took the lease back (offset {offset})"))
+        .unwrap();
         assert_eq!(gb.term(), 2, "offset {offset}");
         assert!(!a.role().borrow().is_leader(), "offset {offset}");
     }
@@ -199,12 +185,12 @@ async fn a_slower_follower_takes_over_a_release_at_any_offset() {
 async fn a_tenure_lost_locally_is_never_resumed() {
     let (backend, store) = setup(false);
     let e = elector(&store, "a");
-    let first = e.leader().await.unwrap();
+    let first = e.wait_until_leader().await.unwrap();
     // Hang just long enough for the local deadline to pass, but not the database's expiry.
     backend.hang.store(true, Ordering::SeqCst);
     first.lost().await;
     backend.hang.store(false, Ordering::SeqCst);
-    let second = timeout(Duration::from_secs(5), e.leader())
+    let second = timeout(Duration::from_secs(5), e.wait_until_leader())
         .await
         .unwrap()
         .unwrap();
@@ -223,13 +209,13 @@ async fn a_stale_term_stays_stale_until_its_release_lands() {
     let (backend, store) = setup(false);
     let timing = Timing::from_ttl(TTL).unwrap();
     let e = elector(&store, "a");
-    let first = e.leader().await.unwrap();
+    let first = e.wait_until_leader().await.unwrap();
     // The next renewal lands in the database but is read after the local deadline: the term
     // is stale while the database still names us. Its first two releases then fail.
-    *backend.stall_once.lock().unwrap() = Some(timing.belief() + Duration::from_millis(50));
+    *backend.stall_once.lock().unwrap() = Some(timing.max_belief() + Duration::from_millis(50));
     backend.failing_releases.store(2, Ordering::SeqCst);
     first.lost().await;
-    let second = timeout(Duration::from_secs(10), e.leader())
+    let second = timeout(Duration::from_secs(10), e.wait_until_leader())
         .await
         .unwrap()
         .unwrap();
@@ -252,7 +238,7 @@ async fn a_stale_term_stays_stale_until_its_release_lands() {
 async fn an_answer_after_its_deadline_is_not_believed() {
     let (backend, store) = setup(false);
     let timing = Timing::from_ttl(TTL).unwrap();
-    *backend.stall_once.lock().unwrap() = Some(timing.belief() + Duration::from_millis(50));
+    *backend.stall_once.lock().unwrap() = Some(timing.max_belief() + Duration::from_millis(50));
     let e = elector(&store, "a");
     let mut role = e.role();
     let seen = tokio::spawn(async move {
@@ -264,7 +250,7 @@ async fn an_answer_after_its_deadline_is_not_believed() {
         }
         terms
     });
-    let guard = timeout(Duration::from_secs(10), e.leader())
+    let guard = timeout(Duration::from_secs(10), e.wait_until_leader())
         .await
         .unwrap()
         .unwrap();
@@ -281,7 +267,7 @@ async fn an_answer_after_its_deadline_is_not_believed() {
 async fn abort_fires_the_guard_and_leaves_the_lease_to_expire() {
     let (backend, store) = setup(false);
     let e = elector(&store, "a");
-    let guard = e.leader().await.unwrap();
+    let guard = e.wait_until_leader().await.unwrap();
     e.abort();
     assert!(guard.is_lost());
     let row = backend.row("job").unwrap();
@@ -295,7 +281,7 @@ async fn abort_fires_the_guard_and_leaves_the_lease_to_expire() {
 async fn after_a_pause_the_guard_reports_the_loss_before_the_elector_runs() {
     let (_backend, store) = setup(false);
     let e = elector(&store, "a");
-    let guard = e.leader().await.unwrap();
+    let guard = e.wait_until_leader().await.unwrap();
     assert!(!guard.is_lost());
     // Blocks the only runtime thread, as SIGSTOP would: no task runs meanwhile.
     std::thread::sleep(guard.deadline() - Instant::now() + Duration::from_millis(50));

@@ -2,24 +2,20 @@
 
 mod common;
 
-use common::memory::MemoryBackend;
+use common::memory::{setup, TTL};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
-use tenure::{LockOptions, Locks, Store, Timing};
-
-const TTL: Duration = Duration::from_secs(1);
+use tenure::{LockOptions, Locks, Timing};
 
 /// A lock whose answer came after its deadline is given back; if that release fails (it timed
 /// out), the database still names us with that term, and the next `try_lock` renews it. That
 /// renewal must be released again, never returned as a new guard under the old term.
 #[tokio::test(flavor = "current_thread")]
 async fn a_term_given_back_is_never_handed_out_until_its_release_lands() {
-    let backend = Arc::new(MemoryBackend::new(false));
-    let store = Store::from_backend(backend.clone(), Duration::from_secs(5));
+    let (backend, store) = setup(false);
     let locks = Locks::with_holder(store, "me").unwrap();
-    let options = LockOptions::default().at_most(TTL).keep_alive(false);
-    let belief = Timing::from_ttl(TTL).unwrap().belief();
+    let options = LockOptions::default().ttl(TTL).keep_alive(false);
+    let belief = Timing::from_ttl(TTL).unwrap().max_belief();
 
     // Term 1 is taken in the database but read after the local deadline, and its release fails.
     *backend.stall_once.lock().unwrap() = Some(belief + Duration::from_millis(50));

@@ -39,7 +39,7 @@ async fn ten_thousand_locks(kind: BackendKind) {
     let counting = Arc::new(CountingBackend::new(store.backend().clone()));
     let store = Store::from_backend(counting.clone(), Duration::from_secs(20));
     let locks = Locks::with_holder(store.clone(), "scale").unwrap();
-    let options = LockOptions::default().at_most(TTL);
+    let options = LockOptions::default().ttl(TTL);
 
     let started = Instant::now();
     let names: Vec<String> = (0..LOCKS).map(|i| format!("lock-{i:05}")).collect();

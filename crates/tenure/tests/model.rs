@@ -1,5 +1,5 @@
-//! The model-based test DESIGN.md asks for: every backend must give the same answers as the
-//! IO-free model ([`tenure::model::decide`]) for random sequences of operations and clock steps.
+//! The model-based test (`docs/design-notes.md`, "One set of rules"): every backend must give
+//! the same answers as the IO-free model ([`tenure::model::decide`]) for random sequences of operations and clock steps.
 //!
 //! The database's clock cannot be moved, so time passes for real: leases get short ttls
 //! (1, 20 or 60 ms, or 10 s) and some steps sleep. Each operation is checked by evaluating the
@@ -235,6 +235,7 @@ impl Stats {
             Effect::Resumed => "resumed",
             Effect::NoChange => "no change",
             Effect::UnknownName => "unknown name",
+            other => panic!("an effect this test does not count yet: {other:?}"),
         };
         self.count_label(label);
     }

@@ -8,7 +8,8 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 use tenure::backend::sqlite::SqliteBackend;
-use tenure::{Backend, Effect, Op, Store};
+use tenure::backend::Backend;
+use tenure::{Effect, Op, Store};
 
 #[tokio::test]
 async fn a_connection_left_inside_a_transaction_is_replaced_not_reused() {

@@ -1,14 +1,14 @@
 //! `tenure every DUR NAME -- CMD` / `tenure every --cron EXPR NAME -- CMD`: run CMD on each
-//! tick on exactly one node of all that run the same line (see `tenure::schedule`).
+//! tick on exactly one node of all that run the same line (see `tenure::Schedule`).
 
-use super::{check_global, check_name};
+use super::{check_global, check_lease, check_name, fence_env};
 use crate::cli::{EveryArgs, Global};
 use crate::database;
 use crate::exit::{Failure, Outcome, OK};
-use crate::lead::{check_timing, run_while_held, Ended, Job, Signals};
+use crate::lead::{grace_for, run_while_held, Ended, Job, Signals};
 use std::cell::Cell;
 use std::time::Duration;
-use tenure::{Cadence, Elector, LeaderGuard, Schedule, Tick, Timing};
+use tenure::{Cadence, Elector, LeaderGuard, Schedule, Tick};
 use tokio::sync::{Mutex, Notify};
 
 pub async fn every(global: &Global, args: EveryArgs) -> Outcome {
@@ -40,21 +40,18 @@ pub async fn every(global: &Global, args: EveryArgs) -> Outcome {
         }
     };
     check_name(&name)?;
-    if let Some(id) = &args.candidate {
-        tenure::validate::candidate(id)?;
-    }
-    let timing = Timing::from_ttl(args.ttl)?;
-    let grace = args.grace.unwrap_or(args.ttl / 10);
-    check_timing(&timing, grace)?;
+    let timing = check_lease(&args.lease)?;
+    let grace = grace_for(&timing, &args.supervise)?;
     // Two listeners for the same signals: one forwards them to a running command, the other
     // stops the schedule between ticks (tokio tells every listener).
     let signals = Mutex::new(Signals::new()?);
     let mut stop_signals = Signals::new()?;
 
     let store = database::open(global, !global.no_create, Some(timing.db_timeout())).await?;
+    let fence = fence_env(&store);
     let schedule = Schedule::new(store.clone(), &name, cadence)?.catch_up(args.catch_up);
     let mut builder = Elector::builder(store, &name).timing(timing);
-    if let Some(id) = &args.candidate {
+    if let Some(id) = &args.lease.candidate {
         builder = builder.candidate(id);
     }
     let elector = builder.spawn()?;
@@ -73,8 +70,14 @@ pub async fn every(global: &Global, args: EveryArgs) -> Outcome {
             () = stopped.notified() => {}
         }
     };
-    let (name, command, signals, ended, stopped) =
-        (&name, &args.command, &signals, &ended, &stopped);
+    let (name, command, signals, ended, stopped, fence) = (
+        &name,
+        &args.command.command,
+        &signals,
+        &ended,
+        &stopped,
+        &fence,
+    );
     let task = move |tick: Tick, guard: LeaderGuard| async move {
         let job = Job {
             name,
@@ -88,9 +91,12 @@ pub async fn every(global: &Global, args: EveryArgs) -> Outcome {
                         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
                 ),
                 ("TENURE_TICK_MS", tick.at_ms.to_string()),
-            ],
+            ]
+            .into_iter()
+            .chain(fence.iter().cloned())
+            .collect(),
             release_on_exit: false,
-            isolation: args.isolation,
+            isolation: args.supervise.isolation,
             health: None,
         };
         // Never contended: ticks run one at a time.

@@ -1,35 +1,32 @@
 //! `tenure lock NAME [-n N] -- CMD`: run CMD under a cluster lock (or one of N permits), with
 //! the same supervision as `tenure run`.
 
-use super::{check_global, check_name};
+use super::{check_global, check_lease, check_name, fence_env};
 use crate::cli::{Global, LockArgs};
 use crate::database;
 use crate::exit::{Failure, Outcome, LOST, NOT_ACQUIRED};
-use crate::lead::{check_timing, run_while_held, Ended, Job, Signals};
-use tenure::{LockGuard, LockOptions, Locks, Timing};
+use crate::lead::{grace_for, run_while_held, Ended, Job, Signals};
+use tenure::{LockGuard, LockOptions, Locks};
 use tokio::time::Instant;
 
 pub async fn lock(global: &Global, args: LockArgs) -> Outcome {
     check_global(global)?;
     check_name(&args.name)?;
-    if let Some(id) = &args.candidate {
-        tenure::validate::candidate(id)?;
-    }
-    let timing = Timing::from_ttl(args.ttl)?;
-    let grace = args.grace.unwrap_or(args.ttl / 10);
-    check_timing(&timing, grace)?;
+    let timing = check_lease(&args.lease)?;
+    let grace = grace_for(&timing, &args.supervise)?;
     let health = args.health.check()?;
     if args.permits > 1 {
-        tenure::validate::name(&format!("{}#{}", args.name, args.permits - 1))?;
+        tenure::validate::semaphore(&args.name, args.permits)?;
     }
     let mut signals = Signals::new()?;
     let store = database::open(global, !global.no_create, Some(timing.db_timeout())).await?;
-    let locks = match &args.candidate {
+    let fence = fence_env(&store);
+    let locks = match &args.lease.candidate {
         Some(id) => Locks::with_holder(store, id)?,
         None => Locks::new(store),
     };
     let options = LockOptions::default()
-        .at_most(args.ttl)
+        .ttl(args.lease.ttl)
         .at_least(args.at_least);
 
     let guard = tokio::select! {
@@ -43,11 +40,11 @@ pub async fn lock(global: &Global, args: LockArgs) -> Outcome {
     let permit = guard.name().to_string();
     let job = Job {
         name: &args.name,
-        command: &args.command,
+        command: &args.command.command,
         grace,
-        env: vec![("TENURE_LOCK", permit)],
+        env: [vec![("TENURE_LOCK", permit)], fence].concat(),
         release_on_exit: true,
-        isolation: args.isolation,
+        isolation: args.supervise.isolation,
         health: health.as_ref(),
     };
     Ok(match run_while_held(guard, &job, &mut signals).await? {
@@ -64,15 +61,18 @@ async fn acquire(
     let semaphore = (args.permits > 1)
         .then(|| locks.semaphore(&args.name, args.permits))
         .transpose()?;
-    if args.no_wait {
+    if args.wait.no_wait {
         return Ok(match &semaphore {
             Some(s) => s.try_acquire(options).await?,
             None => locks.try_lock(&args.name, options).await?,
         });
     }
     // No --timeout: wait without a bound.
-    let give_up = args.timeout.and_then(|t| Instant::now().checked_add(t));
-    if args.timeout.is_none() {
+    let give_up = args
+        .wait
+        .timeout
+        .and_then(|t| Instant::now().checked_add(t));
+    if args.wait.timeout.is_none() {
         tracing::info!(name = %args.name, holder = %locks.holder(), "waiting for the lock");
     }
     Ok(match &semaphore {

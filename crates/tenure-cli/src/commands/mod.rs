@@ -3,6 +3,7 @@
 
 mod admin;
 mod every;
+mod fence_sql;
 mod history;
 mod leader;
 mod lock;
@@ -12,8 +13,9 @@ mod serve;
 mod status;
 mod watch;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, LeaseArgs};
 use crate::exit::{Failure, Outcome};
+use tenure::Timing;
 
 pub async fn dispatch(cli: Cli) -> Outcome {
     let global = &cli.global;
@@ -30,13 +32,32 @@ pub async fn dispatch(cli: Cli) -> Outcome {
         Command::Pause(args) => admin::pause(global, args).await,
         Command::Resume(args) => admin::resume(global, args).await,
         Command::Migrate(args) => migrate::migrate(global, args).await,
+        Command::FenceSql(args) => fence_sql::fence_sql(global, args).await,
         Command::Serve(args) => serve::serve(global, args).await,
     }
+}
+
+/// `TENURE_FENCE_SQL`: the store's fence statement, for the command to fence its writes with
+/// `TENURE_NAME`, `TENURE_CANDIDATE` and `TENURE_TERM` (see `tenure fence-sql`).
+fn fence_env(store: &tenure::Store) -> Vec<(&'static str, String)> {
+    store
+        .fence_sql()
+        .map(|sql| ("TENURE_FENCE_SQL", sql.to_string()))
+        .into_iter()
+        .collect()
 }
 
 /// Checks a name before anything connects.
 fn check_name(name: &str) -> Result<(), Failure> {
     Ok(tenure::validate::name(name)?)
+}
+
+/// Checks `--candidate` (if given) and builds the timing of `--ttl`, before anything connects.
+fn check_lease(lease: &LeaseArgs) -> Result<Timing, Failure> {
+    if let Some(id) = &lease.candidate {
+        tenure::validate::candidate(id)?;
+    }
+    Ok(Timing::from_ttl(lease.ttl)?)
 }
 
 /// Checks the global options before anything connects.

@@ -2,12 +2,12 @@
 //! before anyone else can start). With a health check, a step-down pauses this node's
 //! campaign (`--keep-campaigning`) until the check passes again.
 
-use super::{check_global, check_name};
+use super::{check_global, check_lease, check_name, fence_env};
 use crate::cli::{Global, RunArgs};
 use crate::database;
 use crate::exit::{Failure, Outcome, LOST, NOT_ACQUIRED, UNAVAILABLE};
 use crate::health::HealthCheck;
-use crate::lead::{check_timing, run_while_held, Ended, Job, Signals};
+use crate::lead::{grace_for, run_while_held, Ended, Job, Signals};
 use nix::sys::signal::Signal;
 use std::time::Duration;
 use tenure::{Elector, LeaderGuard, Role, Timing};
@@ -23,21 +23,18 @@ enum Waited {
 pub async fn run(global: &Global, args: RunArgs) -> Outcome {
     check_global(global)?;
     check_name(&args.name)?;
-    if let Some(id) = &args.candidate {
-        tenure::validate::candidate(id)?;
-    }
+    let timing = check_lease(&args.lease)?;
     if let Some(m) = &args.metadata {
         tenure::validate::metadata(m)?;
     }
-    let timing = Timing::from_ttl(args.ttl)?;
-    let grace = args.grace.unwrap_or(args.ttl / 10);
-    check_timing(&timing, grace)?;
+    let grace = grace_for(&timing, &args.supervise)?;
     let health = args.health.check()?;
     let mut signals = Signals::new()?;
 
     let store = database::open(global, !global.no_create, Some(timing.db_timeout())).await?;
+    let fence = fence_env(&store);
     let mut builder = Elector::builder(store, &args.name).timing(timing);
-    if let Some(id) = &args.candidate {
+    if let Some(id) = &args.lease.candidate {
         builder = builder.candidate(id);
     }
     if let Some(m) = &args.metadata {
@@ -47,8 +44,8 @@ pub async fn run(global: &Global, args: RunArgs) -> Outcome {
     tracing::info!(name = %args.name, candidate = %elector.candidate(), "campaigning");
     crate::sd_notify::waiting(&args.name);
 
-    let mut give_up_at = args.timeout.map(|t| Instant::now() + t);
-    let mut no_wait = args.no_wait;
+    let mut give_up_at = args.wait.timeout.map(|t| Instant::now() + t);
+    let mut no_wait = args.wait.no_wait;
     let code = loop {
         let guard =
             match wait_for_leadership(&elector, &timing, no_wait, give_up_at, &mut signals).await {
@@ -70,11 +67,11 @@ pub async fn run(global: &Global, args: RunArgs) -> Outcome {
         (no_wait, give_up_at) = (false, None);
         let job = Job {
             name: &args.name,
-            command: &args.command,
+            command: &args.command.command,
             grace,
-            env: vec![],
+            env: fence.clone(),
             release_on_exit: true,
-            isolation: args.isolation,
+            isolation: args.supervise.isolation,
             health: health.as_ref(),
         };
         match run_while_held(guard, &job, &mut signals).await {
@@ -128,7 +125,7 @@ async fn wait_for_leadership(
         }
     };
     tokio::select! {
-        guard = elector.leader() => match guard {
+        guard = elector.wait_until_leader() => match guard {
             Ok(guard) => Waited::Leading(guard),
             Err(_) => Waited::GaveUp,
         },

@@ -2,14 +2,14 @@
 //! name as a sidecar. SIGINT or SIGTERM: the electors release (so another node takes over at
 //! once), blocking queries answer, and the server stops after the requests in flight.
 
-use super::{check_global, check_name};
+use super::{check_global, check_lease, check_name};
 use crate::cli::{Global, ServeArgs};
 use crate::database;
 use crate::exit::{Failure, Outcome, OK};
 use crate::serve::{self, AppState, Campaign, Shared, Token, Watcher};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
-use tenure::{Elector, Timing};
+use tenure::Elector;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::oneshot;
@@ -28,13 +28,10 @@ pub async fn serve(global: &Global, args: ServeArgs) -> Outcome {
             )));
         }
     }
-    if let Some(id) = &args.candidate {
-        tenure::validate::candidate(id)?;
-    }
+    let timing = check_lease(&args.lease)?;
     if let Some(m) = &args.metadata {
         tenure::validate::metadata(m)?;
     }
-    let timing = Timing::from_ttl(args.ttl)?;
     if args.poll_interval < Duration::from_millis(10) {
         return Err(Failure::usage(format!(
             "--poll-interval {:?} is too short: at least 10ms",
@@ -65,6 +62,7 @@ pub async fn serve(global: &Global, args: ServeArgs) -> Outcome {
 
     // One candidate id for all the names, so that an operator sees one process.
     let candidate = args
+        .lease
         .candidate
         .clone()
         .unwrap_or_else(tenure::validate::default_candidate_id);

@@ -22,7 +22,7 @@ pub async fn watch(global: &Global, args: WatchArgs) -> Outcome {
     check_global(global)?;
     check_name(&args.name)?;
     let store = database::connect(global).await?;
-    let mut notifications = store.backend().subscribe();
+    let mut changes = store.changes();
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut terminate = signal(SignalKind::terminate())?;
     let mut last = None;
@@ -55,23 +55,11 @@ pub async fn watch(global: &Global, args: WatchArgs) -> Outcome {
             }
             Err(_) => {}
         }
-        let wake = async {
-            match &mut notifications {
-                Some(rx) => loop {
-                    match rx.recv().await {
-                        Ok(changed) if changed == args.name => break,
-                        Ok(_) => {}
-                        Err(_) => break,
-                    }
-                },
-                None => std::future::pending().await,
-            }
-        };
         tokio::select! {
             _ = interrupt.recv() => return Ok(OK),
             _ = terminate.recv() => return Ok(OK),
             () = tokio::time::sleep(args.interval) => {}
-            () = wake => {}
+            () = changes.changed(|n| n == args.name) => {}
         }
     }
 }

@@ -43,7 +43,7 @@ pub async fn health(State(state): State<AppState>) -> Response {
     let ok = view.error.is_none() && view.snapshot.is_some();
     let health = Health {
         status: if ok { "ok" } else { "unavailable" },
-        database: state.0.store.backend().kind().to_string(),
+        database: state.0.store.kind().to_string(),
         index: view.index,
         waiting: state.0.watcher.waiting(),
         last_read_ms: view.read_at.map(|t| t.elapsed().as_millis() as u64),

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tenure::{ChangeKey, Lease, Snapshot, Store};
-use tokio::sync::{broadcast, watch};
+use tenure::{ChangeKey, Changes, Lease, Snapshot, Store};
+use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
@@ -108,8 +108,8 @@ impl Watcher {
     /// every notification of the backend.
     pub fn spawn(store: Store, interval: Duration) -> Watcher {
         let (tx, view) = watch::channel(Arc::new(View::default()));
-        let notes = store.backend().subscribe();
-        let task = tokio::spawn(poll(store, tx, interval, notes)).abort_handle();
+        let changes = store.changes();
+        let task = tokio::spawn(poll(store, tx, interval, changes)).abort_handle();
         Watcher {
             view,
             waiting: Arc::new(AtomicUsize::new(0)),
@@ -200,14 +200,12 @@ async fn poll(
     store: Store,
     tx: watch::Sender<Arc<View>>,
     interval: Duration,
-    mut notes: Option<broadcast::Receiver<String>>,
+    mut changes: Changes,
 ) {
     let mut view = View::default();
     loop {
         // What was announced before this read is in it; only later notes need another.
-        if let Some(rx) = &mut notes {
-            while !matches!(rx.try_recv(), Err(broadcast::error::TryRecvError::Empty)) {}
-        }
+        changes.skip_pending();
         let result = store.list().await;
         metrics::counter!("tenure_serve_polls_total").increment(1);
         if let Err(e) = &result {
@@ -227,19 +225,8 @@ async fn poll(
         });
         tokio::select! {
             () = tokio::time::sleep(interval) => {}
-            () = announced(&mut notes) => {}
+            () = changes.changed(|_| true) => {}
         }
-    }
-}
-
-/// Completes when the backend announces a change (or lost announcements); never without one.
-async fn announced(notes: &mut Option<broadcast::Receiver<String>>) {
-    match notes {
-        Some(rx) => match rx.recv().await {
-            Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
-            Err(broadcast::error::RecvError::Closed) => std::future::pending().await,
-        },
-        None => std::future::pending().await,
     }
 }
 

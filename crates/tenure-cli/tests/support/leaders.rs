@@ -6,6 +6,7 @@
 //! test saw them gone (an upper bound).
 
 use super::child::{child_program, mono_ns};
+use super::{fresh_prefix, unreachable, url_for, wait_for_exit, BackendKind};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::collections::BTreeMap;
@@ -16,36 +17,33 @@ use std::time::Duration;
 pub const TTL_MS: u64 = 2000;
 
 pub struct Backend {
-    pub kind: &'static str,
+    pub kind: BackendKind,
     pub url: String,
     pub prefix: String,
     pub dir: tempfile::TempDir,
 }
 
-pub fn backend(kind: &'static str) -> Option<Backend> {
+/// A database for `tenure run` processes on `kind` (its tables made by a first `tenure
+/// status`), or `None` after printing `SKIPPED: …` when the server is unreachable (a failure
+/// under `CI=true`).
+pub fn backend(kind: BackendKind) -> Option<Backend> {
     let dir = tempfile::tempdir().expect("temp dir");
+    // SQLite: `t.db` in the test's directory, which a test may remove or inspect.
     let url = match kind {
-        "sqlite" => format!("sqlite://{}", dir.path().join("t.db").display()),
-        "postgres" => std::env::var("TENURE_TEST_POSTGRES_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into()),
-        _ => std::env::var("TENURE_TEST_MYSQL_URL")
-            .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into()),
+        BackendKind::Sqlite => format!("sqlite://{}", dir.path().join("t.db").display()),
+        _ => url_for(kind, dir.path()),
     };
-    let prefix = format!("r{}_", std::process::id() as u64 * 1000 + rand_suffix());
     let b = Backend {
         kind,
         url,
-        prefix,
+        prefix: fresh_prefix(),
         dir,
     };
     // Reachability: `tenure status` exits 69 when the server is down.
     let status = b.tenure(&["status"]).output().expect("run tenure");
     match status.status.code() {
         Some(0) => Some(b),
-        Some(69) if std::env::var("CI").as_deref() != Ok("true") => {
-            eprintln!("SKIPPED: {kind} server not reachable; set CI=true to make this fail");
-            None
-        }
+        Some(69) => unreachable(kind, String::from_utf8_lossy(&status.stderr).trim()),
         _ => panic!(
             "{kind} unavailable: {}",
             String::from_utf8_lossy(&status.stderr)
@@ -53,18 +51,12 @@ pub fn backend(kind: &'static str) -> Option<Backend> {
     }
 }
 
-fn rand_suffix() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    NEXT.fetch_add(1, Ordering::SeqCst) + (mono_ns() as u64 % 1000) * 10
-}
-
 impl Backend {
+    /// `tenure ARGS…` on this database (see [`tenure`](super::tenure) for its environment).
     pub fn tenure(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_tenure"));
+        let mut c = super::tenure();
         c.env("TENURE_DATABASE_URL", &self.url)
             .env("TENURE_TABLE_PREFIX", &self.prefix)
-            .env_remove("TENURE_LOG")
             .args(args);
         c
     }
@@ -245,14 +237,9 @@ pub fn alive(pid: i32) -> bool {
 }
 
 pub fn wait_exit(child: &mut Child, within: Duration) -> i32 {
-    let until = mono_ns() + within.as_nanos() as i64;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return status.code().unwrap_or(-1);
-        }
-        assert!(mono_ns() < until, "tenure did not exit within {within:?}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    let status = wait_for_exit(child, within)
+        .unwrap_or_else(|| panic!("tenure did not exit within {within:?}"));
+    status.code().unwrap_or(-1)
 }
 
 pub fn stop(mut child: Child) {
@@ -295,15 +282,4 @@ impl Drop for Tenure {
             let _ = self.0.wait();
         }
     }
-}
-
-/// Instantiates each `fn test(kind: &'static str)` named as a test per backend:
-/// `sqlite::test`, `postgres::test` and `mysql::test`.
-#[macro_export]
-macro_rules! per_backend {
-    ($($test:ident),*) => {
-        mod sqlite { $( #[test] fn $test() { super::$test("sqlite") } )* }
-        mod postgres { $( #[test] fn $test() { super::$test("postgres") } )* }
-        mod mysql { $( #[test] fn $test() { super::$test("mysql") } )* }
-    };
 }

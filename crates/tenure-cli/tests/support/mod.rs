@@ -1,98 +1,83 @@
-//! Shared helpers for the integration tests of the `tenure` binary.
+//! The one support module of the `tenure` binary's integration tests (every `tests/*.rs`
+//! declares `mod support;`).
 //!
+//! - [`databases`]: where the test servers are, `SKIPPED: …` or a failure under `CI=true` when
+//!   one is unreachable, fresh names and prefixes, dropping a prefix's tables (shared with the
+//!   router's unit tests in `src/serve/tests.rs`). Re-exported here.
 //! - [`tenure`]: the real binary as a [`Command`], with an environment that cannot leak into the
 //!   user's own state (no inherited `TENURE_*` variables; `XDG_STATE_HOME` points into a
 //!   temporary directory of this test process).
 //! - [`TestDb`]: one database per test: a fresh SQLite file, or a fresh table prefix on the
-//!   PostgreSQL / MariaDB servers named by `TENURE_TEST_POSTGRES_URL` / `TENURE_TEST_MYSQL_URL`.
-//!   When a server is unreachable the test prints `SKIPPED: …` and returns, unless `CI=true`,
-//!   where that is a failure.
+//!   PostgreSQL / MariaDB servers; raw row counts through the library's own connection pools.
 //! - [`run`] / [`Background`]: run the binary to completion (bounded), or in the background with
 //!   its stdout read line by line.
-//! - Raw row counts and table cleanup through the library's own connection pools.
+//! - [`per_backend!`](crate::per_backend): one test per backend.
+//! - [`leaders`], [`child`], [`outage`]: `tenure run` / `lock` as real processes, the test
+//!   child that logs its start and stop, and a database made unreachable for one process.
+//! - [`serve`]: `tenure serve` as a real process and a small HTTP client.
 #![allow(dead_code)]
 
 pub mod child;
+pub mod databases;
 pub mod leaders;
 pub mod outage;
+pub mod serve;
+
+pub use databases::*;
 
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 pub use tenure::BackendKind;
 use tenure::{Store, StoreOptions};
 
-/// The three backends, in the order tests usually visit them.
-pub const KINDS: [BackendKind; 3] = [
-    BackendKind::Sqlite,
-    BackendKind::Postgres,
-    BackendKind::MySql,
-];
+/// One test per backend, `sqlite::NAME`, `postgres::NAME` and `mysql::NAME`, each calling
+/// `NAME(kind)`: `per_backend!(a, b)` for plain functions, `per_backend!(async a, b)` for
+/// async ones (each on its own tokio runtime).
+#[macro_export]
+macro_rules! per_backend {
+    (async $($test:ident),* $(,)?) => {
+        $crate::per_backend!(@async sqlite, Sqlite, $($test),*);
+        $crate::per_backend!(@async postgres, Postgres, $($test),*);
+        $crate::per_backend!(@async mysql, MySql, $($test),*);
+    };
+    (@async $module:ident, $kind:ident, $($test:ident),*) => {
+        mod $module {
+            $(
+                #[tokio::test]
+                async fn $test() {
+                    super::$test(tenure::BackendKind::$kind).await
+                }
+            )*
+        }
+    };
+    (@sync $module:ident, $kind:ident, $($test:ident),*) => {
+        mod $module {
+            $( #[test] fn $test() { super::$test(tenure::BackendKind::$kind) } )*
+        }
+    };
+    ($($test:ident),* $(,)?) => {
+        $crate::per_backend!(@sync sqlite, Sqlite, $($test),*);
+        $crate::per_backend!(@sync postgres, Postgres, $($test),*);
+        $crate::per_backend!(@sync mysql, MySql, $($test),*);
+    };
+}
+
+/// A tokio runtime on this thread, for the library calls of a synchronous test.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
 
 /// How long a command run by [`run`] may take before the test fails.
 pub const RUN_LIMIT: Duration = Duration::from_secs(30);
-
-pub fn postgres_url() -> String {
-    std::env::var("TENURE_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string())
-}
-
-pub fn mysql_url() -> String {
-    std::env::var("TENURE_TEST_MYSQL_URL")
-        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_string())
-}
-
-/// Whether an unreachable server must fail the test instead of skipping it.
-pub fn under_ci() -> bool {
-    std::env::var("CI").as_deref() == Ok("true")
-}
-
-/// A token no other call in this test run returns: lower-case letters and digits.
-pub fn token() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!(
-        "{}{}{}",
-        base36(u64::from(std::process::id())),
-        base36(n),
-        base36(u64::from(nanos) % 36u64.pow(4))
-    )
-}
-
-fn base36(mut n: u64) -> String {
-    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
-    let mut out = Vec::new();
-    loop {
-        out.push(DIGITS[(n % 36) as usize]);
-        n /= 36;
-        if n == 0 {
-            break;
-        }
-    }
-    out.reverse();
-    String::from_utf8(out).expect("ascii")
-}
-
-/// A name (election, candidate, …) unique in this test run: `<label>-<token>`.
-pub fn unique(label: &str) -> String {
-    format!("{label}-{}", token())
-}
-
-/// A fresh table prefix: lower case (PostgreSQL folds unquoted names), well within the
-/// `^[A-Za-z_][A-Za-z0-9_]{0,40}$` rule.
-pub fn fresh_prefix() -> String {
-    format!("tc{}_", token())
-}
 
 /// `XDG_STATE_HOME` for commands run without a database URL, so that they never reach the
 /// user's own database. Not created here: only a command that uses the default makes it.
@@ -178,16 +163,10 @@ pub fn run(command: &mut Command) -> Output {
         .expect("spawn tenure");
     let out = drain(child.stdout.take().expect("stdout"));
     let err = drain(child.stderr.take().expect("stderr"));
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break status;
-        }
-        if started.elapsed() > RUN_LIMIT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{command:?} did not finish within {RUN_LIMIT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(5));
+    let Some(status) = wait_for_exit(&mut child, RUN_LIMIT) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("{command:?} did not finish within {RUN_LIMIT:?}");
     };
     Output {
         code: status.code(),
@@ -203,6 +182,20 @@ fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String
         let _ = pipe.read_to_end(&mut bytes);
         String::from_utf8_lossy(&bytes).into_owned()
     })
+}
+
+/// Waits at most `within` for `child` to exit; `None` if it still runs.
+pub fn wait_for_exit(child: &mut Child, within: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return Some(status);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
 }
 
 /// A command running in the background, its stdout read line by line; killed when dropped.
@@ -266,16 +259,7 @@ impl Background {
 
     /// Waits at most `timeout` for the process to exit.
     pub fn wait_timeout(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_for_exit(&mut self.child, timeout)
     }
 }
 
@@ -334,7 +318,7 @@ impl TestDb {
                 }
             }
             _ => {
-                let path = dir.path().join(format!("{}.db", token()));
+                let path = sqlite_file(dir.path());
                 (format!("sqlite://{}", path.display()), Raw::Sqlite(path))
             }
         };
@@ -509,27 +493,8 @@ impl TestDb {
     /// Drops this prefix's tables on the servers (the SQLite file goes with its directory).
     /// Call it at the end of a test; a failed test leaves its tables for inspection.
     pub async fn drop_tables(&self) {
-        for table in ["lease", "history", "tick", "schema"] {
-            let sql = format!("DROP TABLE IF EXISTS {}{table}", self.prefix);
-            match &self.raw {
-                Raw::Postgres(b) => {
-                    sqlx::query(&sql).execute(b.pool()).await.expect("drop");
-                }
-                Raw::MySql(b) => {
-                    sqlx::query(&sql).execute(b.pool()).await.expect("drop");
-                }
-                Raw::Sqlite(_) => {}
-            }
-        }
+        drop_tables(self.kind, &self.url, &self.prefix).await;
     }
-}
-
-fn unreachable<T>(kind: BackendKind, error: tenure::Error) -> Option<T> {
-    if under_ci() {
-        panic!("{kind} server not reachable under CI=true: {error}");
-    }
-    eprintln!("SKIPPED: {kind} server not reachable ({error}); set CI=true to make this fail");
-    None
 }
 
 /// The set of keys of a JSON object.

@@ -2,7 +2,10 @@
 //!
 //! ```text
 //! tenure-faults run [--profile short|long] [--backends sqlite,postgres,mysql] [--only kill,pause] [--seed N]
+//! tenure-faults run --profile ha [--only kill-primary,switchover,partition,lossy-failover,…]
 //! ```
+//! The `ha` profile builds its own database clusters (Patroni and Galera; see
+//! `docs/safety.md`) and ignores `--backends` and the URLs.
 //! `node` and `hog` are the processes the runner starts; they are not meant to be run by hand.
 
 use clap::{Parser, Subcommand};
@@ -13,7 +16,7 @@ use tenure::BackendKind;
 use tenure_faults::profile::{self, Profile};
 use tenure_faults::runner::{Settings, Target};
 use tenure_faults::scenario::Workload;
-use tenure_faults::{dbserver, node, report};
+use tenure_faults::{dbserver, ha, node, report};
 
 #[derive(Parser)]
 #[command(about = "Fault injection for tenure: faults, a recorded history and a checker")]
@@ -32,7 +35,9 @@ enum Command {
         #[arg(long, value_delimiter = ',', default_value = "sqlite,postgres,mysql")]
         backends: Vec<String>,
         /// Only these scenarios (kill, pause, starve, proxy, sessions, restart, clock, stop-in-tx,
-        /// same-id, locks, locks-same-id).
+        /// same-id, locks, locks-same-id; with `--profile ha`: kill-primary, switchover,
+        /// partition, lossy-failover, lossy-failover-async, galera-kill-primary, galera-switchover,
+        /// galera-partition).
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
         /// The seed of the nemesis's choices (random if not given; printed either way).
@@ -182,6 +187,9 @@ async fn run(
     mysql_url: String,
 ) -> ExitCode {
     let seed = seed.unwrap_or_else(rand::random);
+    if profile == Profile::Ha {
+        return run_ha(seed, &only, ttl, nodes).await;
+    }
     let mut targets = Vec::new();
     for b in &backends {
         let (kind, url) = match b.as_str() {
@@ -238,4 +246,96 @@ async fn run(
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// The `ha` profile: says what is missing (and fails under `CI=true`), runs the rest.
+async fn run_ha(seed: u64, only: &[String], ttl: Duration, nodes: usize) -> ExitCode {
+    let unknown: Vec<&String> = only
+        .iter()
+        .filter(|o| !ha::ALL.iter().any(|s| s.id() == **o))
+        .collect();
+    if !unknown.is_empty() {
+        let known: Vec<String> = ha::ALL.iter().map(|s| s.id()).collect();
+        eprintln!(
+            "tenure-faults: unknown ha scenario(s) {unknown:?} (known: {})",
+            known.join(", ")
+        );
+        return ExitCode::from(64);
+    }
+    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+    let chosen: Vec<&ha::HaScenario> = ha::ALL
+        .iter()
+        .filter(|s| only.is_empty() || only.contains(&s.id()))
+        .collect();
+    let mut runnable = Vec::new();
+    let mut lacking = false;
+    for s in chosen {
+        let missing = ha::missing(s.cluster);
+        if missing.is_empty() {
+            runnable.push(s.id());
+        } else {
+            lacking = true;
+            eprintln!(
+                "tenure-faults: ha scenario {} cannot run here; missing: {}",
+                s.id(),
+                missing.join("; ")
+            );
+        }
+    }
+    if lacking {
+        eprintln!(
+            "tenure-faults: install with: apt-get install -y patroni etcd-server haproxy \
+             galera-4 mariadb-server rsync (and run as root)"
+        );
+        if ci {
+            eprintln!("tenure-faults: CI=true: every chosen ha scenario must run; failing");
+            return ExitCode::from(69);
+        }
+        if runnable.is_empty() {
+            eprintln!("tenure-faults: ha profile SKIPPED");
+            return ExitCode::SUCCESS;
+        }
+    }
+    let settings = Settings {
+        exe: std::env::current_exe().expect("the current executable"),
+        ttl,
+        nodes,
+        duration: Profile::Ha.duration(),
+    };
+    eprintln!(
+        "tenure-faults: profile ha, seed {seed}, ttl {ttl:?}, {nodes} nodes per scenario, \
+         Patroni ttl {} s, at most {:?} per scenario",
+        ha::patroni::TTL,
+        ha::SCENARIO_LIMIT
+    );
+    let all = ha::run_all(&settings, seed, &runnable, |o| {
+        eprintln!(
+            "  {:<21} {:<13} {} in {:.1} s",
+            o.scenario.id(),
+            o.scenario.cluster_name(),
+            if o.passed() { "pass" } else { "FAIL" },
+            o.took.as_secs_f64()
+        )
+    });
+    // Interrupted: dropping the running scenario tears its cluster down (its `Drop`) before
+    // the process exits.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("a SIGTERM handler");
+    let outcomes = tokio::select! {
+        outcomes = all => outcomes,
+        _ = tokio::signal::ctrl_c() => return interrupted(),
+        _ = term.recv() => return interrupted(),
+    };
+    println!("{}", ha::table(&outcomes));
+    print!("{}", ha::details(&outcomes));
+    if outcomes.iter().all(|o| o.passed()) && !outcomes.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn interrupted() -> ExitCode {
+    eprintln!("tenure-faults: interrupted; the running scenario's cluster was torn down");
+    ExitCode::from(130)
 }

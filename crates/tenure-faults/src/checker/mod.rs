@@ -2,7 +2,7 @@
 //! acquisitions, and the scenario's expectations. Pure: no IO, no clock.
 //!
 //! - **I1** per name, terms are unique and strictly increase: no term is gained by two nodes or
-//!   twice, terms are gained in increasing order of time, each node's answers never show a
+//!   twice (by one node either), no two campaigns are answered `acquired` with one term, terms are gained in increasing order of time, each node's answers never show a
 //!   lower term than before, and the database's acquisitions have strictly increasing terms.
 //! - **I2** the leadership intervals of different (node, term) never overlap. An interval runs
 //!   from `gained` to the earlier of `stepped_down` and the last deadline the node recorded for
@@ -167,6 +167,24 @@ fn check_terms(history: &[Event], tenures: &[Tenure], db: &[DbAcquisition], v: &
             ));
         }
     }
+    // One node gaining one term twice is a term handed out twice as well (a tenure the
+    // database forgot, e.g. after a failover that lost commits, handed to the same node again).
+    let mut gained: HashMap<(&str, u64), u64> = HashMap::new();
+    for e in history {
+        if let Kind::Gained { term, .. } = &e.kind {
+            if let Some(first) = gained.insert((e.node.as_str(), *term), e.t) {
+                v.violations.push(violation(
+                    "I1",
+                    format!(
+                        "{} gained term {term} twice, at {:.1} ms and {:.1} ms",
+                        e.node,
+                        ms(first),
+                        ms(e.t)
+                    ),
+                ));
+            }
+        }
+    }
     for pair in tenures.windows(2) {
         if pair[1].term <= pair[0].term {
             v.violations.push(violation(
@@ -181,6 +199,27 @@ fn check_terms(history: &[Event], tenures: &[Tenure], db: &[DbAcquisition], v: &
                     ms(pair[0].gained)
                 ),
             ));
+        }
+    }
+    // Every `acquired` answer is a new tenure, so its term is new: the database handing one
+    // term out twice (after losing the commit of the first, say) breaks P1 even when the
+    // elector that got it twice did not believe the second time.
+    let mut acquired: HashMap<u64, (&str, u64)> = HashMap::new();
+    for e in history {
+        if let Kind::CampaignAnswered { effect, term } = &e.kind {
+            if effect == "acquired" {
+                if let Some((node, t)) = acquired.insert(*term, (e.node.as_str(), e.t)) {
+                    v.violations.push(violation(
+                        "I1",
+                        format!(
+                            "term {term} acquired twice: by {node} at {:.1} ms and by {} at {:.1} ms",
+                            ms(t),
+                            e.node,
+                            ms(e.t)
+                        ),
+                    ));
+                }
+            }
         }
     }
     let mut seen: HashMap<&str, u64> = HashMap::new();

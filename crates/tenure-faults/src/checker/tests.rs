@@ -129,6 +129,37 @@ fn i1_a_term_gained_by_two_nodes() {
 }
 
 #[test]
+fn i1_a_term_gained_twice_by_one_node() {
+    let mut h = clean();
+    h.push(gained(2_200, "b", 2, 4_000));
+    let v = check(&h, &[], &Expect::default());
+    assert_eq!(invariants(&v), vec!["I1"]);
+    assert!(v.violations[0].detail.contains("b gained term 2 twice"));
+}
+
+#[test]
+fn i1_a_term_acquired_twice_even_if_not_believed_twice() {
+    let answer = |t, node, effect: &str, term| {
+        at(
+            t,
+            node,
+            Kind::CampaignAnswered {
+                effect: effect.into(),
+                term,
+            },
+        )
+    };
+    let mut h = clean();
+    h.push(answer(2_100, "b", "acquired", 2));
+    h.push(answer(2_150, "b", "renewed", 2));
+    assert!(check(&h, &[], &Expect::default()).violations.is_empty());
+    h.push(answer(5_000, "b", "acquired", 2));
+    let v = check(&h, &[], &Expect::default());
+    assert_eq!(invariants(&v), vec!["I1"]);
+    assert!(v.violations[0].detail.contains("term 2 acquired twice"));
+}
+
+#[test]
 fn i1_a_lower_term_gained_later() {
     let h = vec![gained(0, "a", 5, 100), gained(500, "b", 4, 900)];
     assert_eq!(invariants(&check(&h, &[], &Expect::default())), vec!["I1"]);

@@ -2,7 +2,7 @@
 //! a few lock names and one [`Semaphore`].
 //!
 //! Each task takes its lock (or a permit) with `try_lock` / `lock` (`try_acquire` / `acquire`),
-//! with an `at_most` drawn from ttl/2, ttl and 3×ttl, then runs one to three rounds of the two
+//! with a ttl drawn from ttl/2, ttl and 3×ttl, then runs one to three rounds of the two
 //! writes of the elector workload under the guard's term (the fenced register and the unfenced
 //! control of that lease's slot), and ends by releasing, dropping or forgetting the guard. Right
 //! after that it wakes the other tasks of its process that wait for the same lock, so that a
@@ -155,7 +155,7 @@ impl Task {
                 1 => ttl * 3,
                 _ => ttl,
             };
-            let options = LockOptions::default().at_most(at_most);
+            let options = LockOptions::default().ttl(at_most);
             let wait = self.rng.gen_bool(0.3);
             let got = match (self.target, wait) {
                 (Target::Lock(i), false) => self.locks.try_lock(&self.set.lock(i), options).await,

@@ -86,7 +86,7 @@ pub async fn run(config: NodeConfig) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     tokio::spawn(record_renewals(elector.role(), log.clone()));
     let leading = async {
-        while let Ok(guard) = elector.leader().await {
+        while let Ok(guard) = elector.wait_until_leader().await {
             lead(guard, &db, &log, &config).await;
         }
     };

@@ -107,7 +107,7 @@ impl Cluster {
         let (db, store) = Db::connect(&url, Duration::from_secs(10))
             .await
             .map_err(|e| e.to_string())?;
-        store.backend().migrate().await.map_err(|e| e.to_string())?;
+        store.migrate().await.map_err(|e| e.to_string())?;
         let table = unique("tf_register_");
         for sql in resource::setup_sql(target.kind, &table, slots) {
             db.execute(&sql).await?;

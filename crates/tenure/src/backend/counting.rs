@@ -15,7 +15,8 @@ use tokio::sync::broadcast;
 /// ```no_run
 /// # async fn f() -> tenure::Result<()> {
 /// use std::{sync::Arc, time::Duration};
-/// use tenure::backend::{connect, CountingBackend, StoreOptions};
+/// use tenure::backend::{connect, CountingBackend};
+/// use tenure::StoreOptions;
 ///
 /// let inner = connect("sqlite::memory:", &StoreOptions::default()).await?;
 /// let counting = Arc::new(CountingBackend::new(inner));
@@ -144,6 +145,9 @@ impl Backend for CountingBackend {
     }
     fn schema_sql(&self) -> String {
         self.inner.schema_sql()
+    }
+    fn fence_sql(&self) -> Option<String> {
+        self.inner.fence_sql()
     }
     fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
         self.inner.subscribe()

@@ -2,12 +2,12 @@
 //!
 //! A backend does one thing per operation: in a transaction that holds the lease row's lock
 //! (`SELECT … FOR UPDATE`; SQLite: `BEGIN IMMEDIATE`), it reads the row and the database's
-//! clock *after* taking the lock, runs [`model::decide`](crate::model::decide), writes the row
+//! clock *after* taking the lock, runs the model's `decide`, writes the row
 //! and the history event it returns, and commits. The rules therefore exist once, and every
 //! backend's SQL is only storage: rows in, rows out, times as database timestamps.
 
 use crate::error::Result;
-use crate::model::{DbTime, Effect, Lease, Op};
+use crate::model::{DbTime, Lease, Op};
 use async_trait::async_trait;
 use std::fmt;
 use tokio::sync::broadcast;
@@ -19,45 +19,20 @@ pub mod postgres;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 
+#[cfg(feature = "testing")]
 mod counting;
-mod options;
+pub(crate) mod kind;
+pub(crate) mod options;
 mod sql;
-mod url;
+pub(crate) mod url;
 
+pub(crate) use crate::records::{Applied, HistoryEntry, Snapshot};
+#[cfg(feature = "testing")]
 pub use counting::{CountingBackend, Counts};
-pub use options::StoreOptions;
+pub(crate) use kind::BackendKind;
+pub(crate) use options::StoreOptions;
 pub use sql::SqlBackend;
-pub use url::RedactedUrl;
-
-/// Which database engine a backend talks to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum BackendKind {
-    Postgres,
-    MySql,
-    Sqlite,
-}
-
-impl fmt::Display for BackendKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            BackendKind::Postgres => "postgres",
-            BackendKind::MySql => "mysql",
-            BackendKind::Sqlite => "sqlite",
-        })
-    }
-}
-
-/// What an operation did, with the row as the database now sees it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Applied {
-    /// The database instant at which the operation was decided.
-    pub now: DbTime,
-    /// The row after the operation; `None` if the name has never been used.
-    pub lease: Option<Lease>,
-    /// What happened.
-    pub effect: Effect,
-}
+pub(crate) use url::RedactedUrl;
 
 /// The outcome of [`Backend::renew_many`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -69,37 +44,16 @@ pub struct Renewed {
     pub leases: Vec<Lease>,
 }
 
-/// One or all rows, read together with the database's clock.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Snapshot {
-    /// The database instant of the read.
-    pub now: DbTime,
-    /// The rows, ordered by name.
-    pub leases: Vec<Lease>,
-}
-
-/// One row of `tenure_history`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct HistoryEntry {
-    /// Increasing with insertion order.
-    pub id: i64,
-    pub name: String,
-    pub term: u64,
-    pub holder: Option<String>,
-    /// `acquired`, `released`, `taken_over_expired`, `demoted`, `handed_over`, `forced`,
-    /// `paused` or `resumed`.
-    pub event: String,
-    /// Database time of the transition.
-    pub at: DbTime,
-    /// Who caused it: a candidate id, or the actor named by an admin call.
-    pub actor: String,
-    pub detail: String,
-}
-
 /// Storage for leases: implemented for PostgreSQL, the MySQL family and SQLite.
 ///
-/// Callers normally use [`Store`](crate::Store), which validates input and bounds every call
-/// with a timeout.
+/// Only [`Store`](crate::Store) calls it (it validates input and bounds every call with its
+/// timeout); implement or wrap it to instrument tenure or put it on other storage. Its methods,
+/// in order: who it is (`kind`, `url`); the lease operations, each decided by the model in one
+/// transaction (`apply`, and `renew_many`, the keep-alive of many locks); the schedules' ticks
+/// (`last_tick`, `complete_tick`); the reads (`get`, `list`, `history`); the tables (`migrate`,
+/// `check_schema`, `schema_sql`, `fence_sql`); and what the database pushes (`subscribe`).
+/// It is one trait, not four, because the SQL implementation's sqlx bounds would otherwise be
+/// written out on every part.
 #[async_trait]
 pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// Which engine this is.
@@ -163,6 +117,13 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// The DDL that [`migrate`](Backend::migrate) runs, for a DBA to apply by hand.
     fn schema_sql(&self) -> String;
 
+    /// The fence statement on this backend's lease table (see `tenure fence-sql`): parameters
+    /// name, holder, term; one row while that tenure is held. `None` where there is no SQL
+    /// table to fence against (test and wrapper backends may pass the inner one's on).
+    fn fence_sql(&self) -> Option<String> {
+        None
+    }
+
     /// Names whose lease was released, demoted, handed over, resumed or acquired, as the
     /// database pushes them (PostgreSQL LISTEN/NOTIFY). `None` where the engine cannot push.
     fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
@@ -193,25 +154,6 @@ where
         }
         Ok(Err(e)) => Err(error(e)),
         Err(_) => Err(error(sqlx::Error::PoolTimedOut)),
-    }
-}
-
-/// Completes when a notification from [`Backend::subscribe`] matches (or when some were lost,
-/// so that the caller looks again); never, where the backend cannot push.
-pub(crate) async fn wait_for_change(
-    notifications: &mut Option<broadcast::Receiver<String>>,
-    matches: impl Fn(&str) -> bool,
-) {
-    let Some(rx) = notifications else {
-        return std::future::pending().await;
-    };
-    loop {
-        match rx.recv().await {
-            Ok(name) if matches(&name) => return,
-            Ok(_) => {}
-            Err(broadcast::error::RecvError::Lagged(_)) => return,
-            Err(broadcast::error::RecvError::Closed) => return std::future::pending().await,
-        }
     }
 }
 
@@ -255,61 +197,39 @@ pub async fn connect(url: &str, options: &StoreOptions) -> Result<std::sync::Arc
     Ok(backend)
 }
 
-impl BackendKind {
-    /// The backend a URL names by its scheme.
-    ///
-    /// # Errors
-    /// [`Error::BadUrl`](crate::Error::BadUrl) for any other scheme.
-    pub fn from_url(url: &str) -> Result<BackendKind> {
-        let scheme = url
-            .split(':')
-            .next()
-            .unwrap_or_default()
-            .to_ascii_lowercase();
-        match scheme.as_str() {
-            "postgres" | "postgresql" => Ok(BackendKind::Postgres),
-            "mysql" | "mariadb" => Ok(BackendKind::MySql),
-            "sqlite" => Ok(BackendKind::Sqlite),
-            _ => Err(crate::error::Error::BadUrl {
-                url: RedactedUrl::new(url).to_string(),
-                reason: "the scheme must be postgres://, mysql://, mariadb:// or sqlite://"
-                    .to_string(),
-            }),
-        }
-    }
+/// The fence statement on `kind` with table prefix `prefix` (what `tenure fence-sql` prints),
+/// without connecting. Parameters, in order: name, holder, term.
+///
+/// # Errors
+/// As [`schema_script`].
+pub fn fence_sql(kind: BackendKind, prefix: &str) -> Result<String> {
+    crate::validate::table_prefix(prefix)?;
+    Ok(sql::Statements::new(prefix, &dialect(kind)?).fence)
+}
 
-    /// The backend a URL names, after checking what can be checked without connecting: the
-    /// scheme, and that an SQLite URL names a file (with an empty path SQLite opens a private
-    /// temporary database per connection, so nothing would be shared or kept).
-    ///
-    /// # Errors
-    /// [`Error::BadUrl`](crate::Error::BadUrl), saying what is wrong.
-    pub fn check_url(url: &str) -> Result<BackendKind> {
-        let kind = BackendKind::from_url(url)?;
-        if kind == BackendKind::Sqlite {
-            // `from_url` matched the scheme case-insensitively: the first 7 bytes are ASCII.
-            let rest = &url["sqlite:".len()..];
-            let rest = rest.strip_prefix("//").unwrap_or(rest);
-            if rest.split('?').next().unwrap_or_default().is_empty() {
-                return Err(crate::error::Error::BadUrl {
-                    url: RedactedUrl::new(url).to_string(),
-                    reason: "the path of the SQLite file is missing (e.g. \
-                             sqlite:///var/lib/tenure/tenure.db or sqlite:tenure.db)"
-                        .to_string(),
-                });
-            }
+fn dialect(kind: BackendKind) -> Result<sql::Dialect> {
+    Ok(match kind {
+        #[cfg(feature = "postgres")]
+        BackendKind::Postgres => <postgres::Postgres as sql::Engine>::dialect(),
+        #[cfg(feature = "mysql")]
+        BackendKind::MySql => <mysql::MySql as sql::Engine>::dialect(),
+        #[cfg(feature = "sqlite")]
+        BackendKind::Sqlite => <sqlite::Sqlite as sql::Engine>::dialect(),
+        BackendKind::Memory => {
+            return Err(crate::error::Error::Invalid {
+                what: "backend",
+                value: kind.to_string(),
+                rule: "an in-memory backend has no SQL schema",
+            })
         }
-        Ok(kind)
-    }
-
-    /// The cargo feature that compiles this backend in.
-    pub fn feature(self) -> &'static str {
-        match self {
-            BackendKind::Postgres => "postgres",
-            BackendKind::MySql => "mysql",
-            BackendKind::Sqlite => "sqlite",
+        #[allow(unreachable_patterns)]
+        other => {
+            return Err(crate::error::Error::BackendNotCompiled {
+                url: String::new(),
+                backend: other.feature(),
+            })
         }
-    }
+    })
 }
 
 /// The DDL that creates tenure's tables with `prefix` on `kind`, for a DBA to apply by hand
@@ -320,20 +240,5 @@ impl BackendKind {
 /// [`Error::BackendNotCompiled`](crate::Error::BackendNotCompiled).
 pub fn schema_script(kind: BackendKind, prefix: &str) -> Result<String> {
     crate::validate::table_prefix(prefix)?;
-    let dialect = match kind {
-        #[cfg(feature = "postgres")]
-        BackendKind::Postgres => <postgres::Postgres as sql::Engine>::dialect(),
-        #[cfg(feature = "mysql")]
-        BackendKind::MySql => <mysql::MySql as sql::Engine>::dialect(),
-        #[cfg(feature = "sqlite")]
-        BackendKind::Sqlite => <sqlite::Sqlite as sql::Engine>::dialect(),
-        #[allow(unreachable_patterns)]
-        other => {
-            return Err(crate::error::Error::BackendNotCompiled {
-                url: String::new(),
-                backend: other.feature(),
-            })
-        }
-    };
-    Ok(sql::Statements::new(prefix, &dialect).script())
+    Ok(sql::Statements::new(prefix, &dialect(kind)?).script())
 }

@@ -7,7 +7,8 @@ use std::time::Duration;
 /// How a [`Store`](crate::Store) connects and where it keeps its tables.
 #[derive(Clone, Debug)]
 pub struct StoreOptions {
-    /// Prefix of the table names (`<prefix>lease`, `<prefix>history`, `<prefix>schema`).
+    /// Prefix of the table names (`<prefix>lease`, `<prefix>history`, `<prefix>tick`,
+    /// `<prefix>schema`).
     /// Default `tenure_`; must match `^[A-Za-z_][A-Za-z0-9_]{0,40}$`.
     pub table_prefix: String,
     /// Create the tables on first use (`IF NOT EXISTS`). Turn off where the user has no DDL

@@ -3,6 +3,7 @@
 use super::Command;
 use crate::belief::View;
 use crate::error::{Error, Result};
+use crate::fence::{Fence, FenceDatabase};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -34,6 +35,8 @@ pub struct LeaderGuard {
     /// Dropped with the last clone: tells the elector that this tenure's work has stopped, so
     /// that a step-down may release the lease.
     pub(super) _alive: Arc<oneshot::Sender<()>>,
+    /// The store's fence statement.
+    pub(super) fence: Option<Fence>,
 }
 
 impl LeaderGuard {
@@ -89,6 +92,71 @@ impl LeaderGuard {
     /// has not run yet (after a process pause, say): check this before each leader-only step.
     pub fn is_lost(&self) -> bool {
         self.belief.has_ended()
+    }
+
+    /// Fences a write: checks, inside the caller's own transaction on the lease's database,
+    /// that this tenure still holds the lease, and keeps any takeover waiting until that
+    /// transaction ends — so what the transaction writes can never land after a newer tenure
+    /// began (P2), whatever the clocks or pauses. Call it in the transaction, before its
+    /// commit (typically right before), and keep the transaction short: the holder's own
+    /// renewal waits for it too.
+    ///
+    /// `executor` is the transaction's connection: `&mut *tx` for an sqlx `Transaction` of
+    /// [`sqlx::Postgres`], [`sqlx::MySql`] or [`sqlx::Sqlite`].
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] if the tenure has ended (locally, or in the database);
+    /// [`Error::CannotFence`] if the transaction is on another kind of database than the
+    /// guard's store; database errors. In every case, roll the transaction back.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # #[tokio::main] async fn main() -> Result<(), tenure::Error> {
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # let url = format!("sqlite://{}", dir.path().join("fence.db").display());
+    /// let store = tenure::Store::connect(&url).await?;
+    /// let elector = tenure::Elector::builder(store, "billing-cron").spawn()?;
+    /// let guard = elector.wait_until_leader().await?;
+    ///
+    /// let pool = sqlx::SqlitePool::connect(&url).await?; // the application's own pool
+    /// sqlx::query("CREATE TABLE IF NOT EXISTS invoices (id INTEGER, term INTEGER)")
+    ///     .execute(&pool)
+    ///     .await?;
+    /// let mut tx = pool.begin().await?;
+    /// sqlx::query("INSERT INTO invoices VALUES (1, ?)")
+    ///     .bind(guard.term() as i64)
+    ///     .execute(&mut *tx)
+    ///     .await?;
+    /// guard.fence(&mut *tx).await?; // still ours: no takeover can commit before we do
+    /// tx.commit().await?;
+    /// # drop(guard);
+    /// # elector.shutdown().await;
+    /// # Ok(()) }
+    /// ```
+    pub async fn fence<'c, X>(&self, executor: X) -> Result<()>
+    where
+        X: sqlx::Executor<'c> + 'c,
+        X::Database: FenceDatabase,
+    {
+        if self.is_lost() {
+            return Err(self.lost_error());
+        }
+        Fence::check(
+            self.fence.as_ref(),
+            executor,
+            &self.name,
+            &self.candidate,
+            self.term,
+        )
+        .await
+    }
+
+    fn lost_error(&self) -> Error {
+        Error::LeaseLost {
+            name: self.name.clone(),
+            candidate: self.candidate.clone(),
+            term: self.term,
+        }
     }
 
     /// Ends this tenure now and releases the lease in the database, so that a follower can take

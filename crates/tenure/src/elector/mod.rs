@@ -1,37 +1,4 @@
-//! The [`Elector`]: a spawned campaign loop for one (name, candidate) that publishes its role
-//! and hands out [`LeaderGuard`]s.
-//!
-//! # Timing
-//! - The holder renews every `renew_interval`. Its belief ends at its local deadline (the
-//!   instant before it sent its last successful campaign + `ttl − safety_margin`), even if the
-//!   database hangs: every call is raced against that deadline and bounded by `db_timeout`.
-//! - An answer that arrives after its own deadline is not believed.
-//! - A follower that sees a live holder with `r` left tries again at `r` + jitter, and at least
-//!   every `renew_interval`; on PostgreSQL a NOTIFY wakes it at once.
-//! - Only a campaign that names the term this elector holds renews it; a campaign that names
-//!   none (a new tenure wanted) finds a live lease held, whoever its holder id is. So two
-//!   electors with one candidate id never both lead, and a restart with the id of a crashed
-//!   incarnation waits for the old lease to expire and then takes the next term.
-//! - A tenure that ended locally is never resumed: if the database still names this candidate
-//!   with that term (a release failed, a deadline passed), the elector releases it before it
-//!   campaigns again, so every [`LeaderGuard`] has a term of its own.
-//! - Releases wait for the tenure's work: the lease is released only once every clone of its
-//!   guard has been dropped, or at its local deadline at the latest.
-//! - After a demote (or a handover to another candidate) the elector holds off until the
-//!   lease's lock-delay has run out plus [`Timing::release_hold_off`], so that another live
-//!   candidate takes the lead; alone, it leads again after that.
-//!
-//! # Metrics
-//! Through the [`metrics`](https://docs.rs/metrics) facade (no-ops unless the application
-//! installs a recorder, as `tenure serve` does for Prometheus), labelled by `name`:
-//! `tenure_campaign_seconds` (histogram of each campaign's round trip),
-//! `tenure_database_errors_total`, `tenure_transitions_total{event=acquired|lost}`,
-//! `tenure_is_leader`, `tenure_term`, `tenure_lease_remaining_seconds`.
-//!
-//! # Cancel safety
-//! The loop runs in its own task. Dropping the [`Elector`] stops it after a best-effort
-//! release; aborting the task (or a panic in it) ends the current tenure's [`LeaderGuard`] at
-//! once (its signal fires on drop) and leaves the lease to expire.
+//! The [`Elector`]: the campaign loop, the role watch and [`LeaderGuard`].
 
 mod guard;
 mod task;
@@ -47,14 +14,25 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 /// What this elector currently is.
+///
+/// Exhaustive on purpose: applications match on it, and a new role would change what they must
+/// do.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Role {
     /// Not yet known, or the database cannot be reached (and this elector does not lead).
     Unknown,
     /// Someone else leads (`leader`), or nobody does right now (`None`).
-    Follower { leader: Option<LeaderInfo> },
+    Follower {
+        /// Who leads, as last read (`None`: nobody right now).
+        leader: Option<LeaderInfo>,
+    },
     /// This elector leads with fencing token `term` until at most `deadline` (local, monotonic).
-    Leader { term: u64, deadline: Instant },
+    Leader {
+        /// The fencing token of this tenure.
+        term: u64,
+        /// The local, monotonic instant at which this elector stops believing it leads.
+        deadline: Instant,
+    },
     /// Campaigning is paused on this node ([`Elector::pause`]).
     Paused,
     /// The elector has stopped.
@@ -128,8 +106,8 @@ impl ElectorBuilder {
         let (guard_tx, guard) = watch::channel(None);
         let (commands, command_rx) = mpsc::channel(16);
         let task = task::Task {
-            notifications: self.store.backend().subscribe(),
-            store: self.store,
+            changes: self.store.changes(),
+            store: self.store.with_timeout(self.timing.db_timeout()),
             name: self.name.clone(),
             me: candidate.clone(),
             metadata: self.metadata,
@@ -155,7 +133,40 @@ impl ElectorBuilder {
     }
 }
 
-/// A running campaign for one name. See the [module docs](self) for timing and cancel safety.
+/// A running campaign: a spawned loop for one (name, candidate) that publishes its role
+/// and hands out [`LeaderGuard`]s.
+///
+/// # Timing
+/// - The holder renews every `renew_interval`. Its belief ends at its local deadline (the
+///   instant before it sent its last successful campaign + `ttl − safety_margin`), even if the
+///   database hangs: every call is raced against that deadline and bounded by `db_timeout`.
+/// - An answer that arrives after its own deadline is not believed.
+/// - A follower that sees a live holder with `r` left tries again at `r` + jitter, and at least
+///   every `renew_interval`; on PostgreSQL a NOTIFY wakes it at once.
+/// - Only a campaign that names the term this elector holds renews it; a campaign that names
+///   none (a new tenure wanted) finds a live lease held, whoever its holder id is. So two
+///   electors with one candidate id never both lead, and a restart with the id of a crashed
+///   incarnation waits for the old lease to expire and then takes the next term.
+/// - A tenure that ended locally is never resumed: if the database still names this candidate
+///   with that term (a release failed, a deadline passed), the elector releases it before it
+///   campaigns again, so every [`LeaderGuard`] has a term of its own.
+/// - Releases wait for the tenure's work: the lease is released only once every clone of its
+///   guard has been dropped, or at its local deadline at the latest.
+/// - After a demote (or a handover to another candidate) the elector holds off until the
+///   lease's lock-delay has run out plus [`Timing::release_hold_off`], so that another live
+///   candidate takes the lead; alone, it leads again after that.
+///
+/// # Metrics
+/// Through the [`metrics`](https://docs.rs/metrics) facade (no-ops unless the application
+/// installs a recorder, as `tenure serve` does for Prometheus), labelled by `name`:
+/// `tenure_campaign_seconds` (histogram of each campaign's round trip),
+/// `tenure_database_errors_total`, `tenure_transitions_total{event=acquired|lost}`,
+/// `tenure_is_leader`, `tenure_term`, `tenure_lease_remaining_seconds`.
+///
+/// # Cancel safety
+/// The loop runs in its own task. Dropping the [`Elector`] stops it after a best-effort
+/// release; aborting the task (or a panic in it) ends the current tenure's [`LeaderGuard`] at
+/// once (its signal fires on drop) and leaves the lease to expire.
 #[derive(Debug)]
 pub struct Elector {
     name: String,
@@ -198,14 +209,15 @@ impl Elector {
         self.guard.borrow().clone().filter(|g| !g.is_lost())
     }
 
-    /// Waits until this elector leads and returns the guard of that tenure.
+    /// Waits until this elector leads and returns the guard of that tenure (to read who leads
+    /// now, see [`Store::leader`]).
     ///
     /// # Errors
     /// [`Error::Shutdown`] if the elector stops first.
     ///
     /// # Cancel safety
     /// Cancel safe: it only waits.
-    pub async fn leader(&self) -> Result<LeaderGuard> {
+    pub async fn wait_until_leader(&self) -> Result<LeaderGuard> {
         let mut guard = self.guard.clone();
         loop {
             if let Some(g) = guard.borrow_and_update().clone().filter(|g| !g.is_lost()) {
@@ -215,7 +227,20 @@ impl Elector {
         }
     }
 
-    /// Stops campaigning on this node (seed 001's pause): a leader ends its tenure at once and
+    /// The old name of [`wait_until_leader`](Elector::wait_until_leader).
+    ///
+    /// # Errors
+    /// As [`wait_until_leader`](Elector::wait_until_leader).
+    #[doc(hidden)]
+    #[deprecated(
+        since = "0.1.0",
+        note = "renamed to `wait_until_leader` (it waits; `Store::leader` reads)"
+    )]
+    pub async fn leader(&self) -> Result<LeaderGuard> {
+        self.wait_until_leader().await
+    }
+
+    /// Stops campaigning on this node (a local pause): a leader ends its tenure at once and
     /// releases once every guard clone is dropped (at the deadline at the latest), a follower
     /// stops trying. Other nodes are not affected; see [`Store::pause`] for a cluster-wide
     /// pause.

@@ -9,7 +9,7 @@ use crate::store::{duration_ms, LeaderInfo, Store};
 use crate::Applied;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{sleep_until, Instant};
 
 /// Why a tenure ended locally.
@@ -40,7 +40,7 @@ pub(super) struct Task {
     pub guard: watch::Sender<Option<LeaderGuard>>,
     pub commands: mpsc::Receiver<Command>,
     pub command_tx: mpsc::WeakSender<Command>,
-    pub notifications: Option<broadcast::Receiver<String>>,
+    pub changes: crate::store::Changes,
     pub tenure: Option<Tenure>,
     /// Which terms were handed out, and which one of ours may still be held in the database.
     pub ledger: Ledger,
@@ -96,7 +96,7 @@ impl Task {
                     self.lose("local deadline passed without a renewal", Loss::Deadline);
                     next = Instant::now();
                 }
-                () = crate::backend::wait_for_change(&mut self.notifications, |n| n == self.name) => {
+                () = self.changes.changed(|n| n == self.name) => {
                     next = next.min(Instant::now());
                 }
                 () = sleep_until(next.max(self.not_before)), if !self.paused => {
@@ -114,15 +114,10 @@ impl Task {
             ttl_ms: duration_ms(self.timing.ttl()),
             metadata: self.metadata.clone(),
         };
-        let (store, name, me, timeout) = (
-            self.store.clone(),
-            self.name.clone(),
-            self.me.clone(),
-            self.timing.db_timeout(),
-        );
+        let (store, name, me) = (self.store.clone(), self.name.clone(), self.me.clone());
         let sent = Instant::now();
         tracing::debug!(name = %self.name, candidate = %self.me, "campaign sent");
-        let call = async move { store.apply_within(timeout, &name, &op, &me).await };
+        let call = async move { store.apply_valid(&name, &op, &me).await };
         tokio::pin!(call);
         let result = loop {
             let deadline = self.tenure.as_ref().map(|t| t.belief.deadline());
@@ -304,6 +299,7 @@ impl Task {
             belief: view,
             commands: self.command_tx.clone(),
             _alive: Arc::new(alive),
+            fence: self.store.fence().cloned(),
         }));
     }
 
@@ -363,9 +359,7 @@ impl Task {
             at_least_ms: 0,
             reason,
         };
-        self.store
-            .apply_within(self.timing.db_timeout(), &self.name, &op, &self.me)
-            .await?;
+        self.store.apply_valid(&self.name, &op, &self.me).await?;
         self.ledger.gone(term);
         Ok(())
     }

@@ -2,7 +2,8 @@
 
 use super::Inner;
 use crate::belief::View;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::fence::{Fence, FenceDatabase};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
@@ -87,6 +88,36 @@ impl LockGuard {
         self.belief.has_ended()
     }
 
+    /// Fences a write: checks, inside the caller's own transaction on the lease's database,
+    /// that this tenure still holds the lease, and keeps any takeover waiting until that
+    /// transaction ends — so what the transaction writes can never land after a newer tenure
+    /// began (P2), whatever the clocks or pauses. Call it in the transaction, before its
+    /// commit (typically right before), and keep the transaction short: the holder's own
+    /// renewal waits for it too.
+    ///
+    /// `executor` is the transaction's connection: `&mut *tx` for an sqlx `Transaction` of
+    /// [`sqlx::Postgres`], [`sqlx::MySql`] or [`sqlx::Sqlite`].
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`] if the tenure has ended (locally, or in the database);
+    /// [`Error::CannotFence`] if the transaction is on another kind of database than the
+    /// guard's store; database errors. In every case, roll the transaction back.
+    pub async fn fence<'c, X>(&self, executor: X) -> Result<()>
+    where
+        X: sqlx::Executor<'c> + 'c,
+        X::Database: FenceDatabase,
+    {
+        if self.is_lost() {
+            return Err(Error::LeaseLost {
+                name: self.name.clone(),
+                candidate: self.inner.holder.clone(),
+                term: self.term,
+            });
+        }
+        let fence = self.inner.store.fence();
+        Fence::check(fence, executor, &self.name, &self.inner.holder, self.term).await
+    }
+
     /// Releases the lock now (it stays unavailable until `acquired_at + at_least`).
     ///
     /// # Errors
@@ -114,7 +145,7 @@ impl LockGuard {
             .await
     }
 
-    /// Stops renewing and leaves the lock to expire after `at_most` (auto-expire and election
+    /// Stops renewing and leaves the lock to expire after `ttl` (auto-expire and election
     /// modes). This guard's belief ends now; the same [`Locks`](super::Locks) takes the lock
     /// again with a new term at its next attempt while the lease lives.
     pub fn forget(mut self) {

@@ -98,11 +98,11 @@ async fn renew(inner: &Inner, batch: &[(String, u64)]) {
             .min()
             .unwrap_or(Duration::from_secs(1))
     };
-    let result = crate::store::bounded(
-        timeout,
-        inner.store.backend().renew_many(&inner.holder, batch),
-    )
-    .await;
+    let result = inner
+        .store
+        .with_timeout(timeout)
+        .renew_many(&inner.holder, batch)
+        .await;
     let received = Instant::now();
     let renewed = match result {
         Ok(renewed) => renewed,

@@ -1,73 +1,4 @@
 //! Cluster locks and semaphores on lease rows, with fencing terms, kept alive in batches.
-//!
-//! [`Locks`] is a per-process handle: every lock it holds has the same holder id (its
-//! candidate id), and one background task renews *all* of them with one
-//! [`Backend::renew_many`](crate::Backend::renew_many) call per renew interval — a fixed number
-//! of statements however many locks are held.
-//!
-//! # One believer per lock
-//! The holder id is shared by every task of the process (and by any other process given the
-//! same id), so it never decides who holds a lock by itself: a campaign that names no term
-//! finds a live lease held, even one held under this very id. Within the process the lock
-//! table hands a (name, term) to at most one [`LockGuard`], ever:
-//! - a term released (explicitly or on drop) or lost stays *stale* until its release is known
-//!   to have landed, and the next attempt for that name releases it first, then campaigns —
-//!   so a relock right after a release gets a new term, or nothing;
-//! - a guard's deadline follows what the database said the lease has left (never more than its
-//!   own `at_most − margin`), and a guard that reported lost never reports held again.
-//!
-//! # The three modes of seed 004
-//! - **Lock and release**: take the lock, do the work, release.
-//!   ```
-//!   # async fn f(locks: &tenure::Locks) -> tenure::Result<()> {
-//!   use tenure::LockOptions;
-//!   if let Some(guard) = locks.try_lock("nightly-report", LockOptions::default()).await? {
-//!       // work, fenced with guard.term()
-//!       guard.release().await?;
-//!   }
-//!   # Ok(()) }
-//!   ```
-//! - **Auto-expire**: for short, infrequent tasks: no release, no keep-alive; the lock simply
-//!   expires after `at_most`, and `at_least` keeps it unavailable for a minimum time, so that
-//!   nodes whose clocks start the task a little apart do not run it twice.
-//!   ```
-//!   # async fn f(locks: &tenure::Locks) -> tenure::Result<()> {
-//!   use std::time::Duration;
-//!   use tenure::LockOptions;
-//!   let once = LockOptions::default()
-//!       .at_most(Duration::from_secs(60))
-//!       .at_least(Duration::from_secs(30))
-//!       .keep_alive(false);
-//!   if let Some(guard) = locks.try_lock("purge-cache", once).await? {
-//!       // short work
-//!       guard.forget(); // leave it to expire
-//!   }
-//!   # Ok(()) }
-//!   ```
-//! - **Election mode**: an `at_most` longer than the task's interval (say twice), no release:
-//!   the same node takes the lock again at its next run, and others only get it once that node
-//!   stops running the task. A lock kept with [`LockGuard::forget`] is taken again by the same
-//!   [`Locks`] in one step that ends the kept tenure and begins the next (term + 1, with nobody
-//!   in between), so every guard still has a term of its own.
-//!   ```
-//!   # async fn f(locks: &tenure::Locks) -> tenure::Result<()> {
-//!   use std::time::Duration;
-//!   use tenure::LockOptions;
-//!   let every_minute = LockOptions::default()
-//!       .at_most(Duration::from_secs(120))
-//!       .keep_alive(false);
-//!   if let Some(guard) = locks.try_lock("minutely-sync", every_minute).await? {
-//!       // work
-//!       guard.forget(); // keep ownership for the next run
-//!   }
-//!   # Ok(()) }
-//!   ```
-//!
-//! # Semaphores
-//! [`Semaphore`] allows up to N holders of one name. Permit *i* is the lease `NAME#i`
-//! (`0 <= i < N`), each with its own fencing term. Lowering N leaves holders of permits above
-//! the new N in place until they release or expire (so up to the old N hold meanwhile);
-//! raising N makes the new permits available at once.
 
 mod guard;
 mod keeper;
@@ -91,7 +22,7 @@ use tokio::time::{sleep_until, Instant};
 /// How a lock is held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct LockOptions {
-    at_most: Duration,
+    ttl: Duration,
     at_least: Duration,
     keep_alive: bool,
 }
@@ -100,7 +31,7 @@ impl Default for LockOptions {
     /// At most 60 s without renewal, no minimum, kept alive while the guard lives.
     fn default() -> Self {
         LockOptions {
-            at_most: Duration::from_secs(60),
+            ttl: Duration::from_secs(60),
             at_least: Duration::ZERO,
             keep_alive: true,
         }
@@ -109,9 +40,15 @@ impl Default for LockOptions {
 
 impl LockOptions {
     /// The lease ttl: how long a crashed holder keeps the lock (ShedLock's `lockAtMostFor`).
-    pub fn at_most(mut self, d: Duration) -> Self {
-        self.at_most = d;
+    pub fn ttl(mut self, d: Duration) -> Self {
+        self.ttl = d;
         self
+    }
+    /// The old name of [`ttl`](LockOptions::ttl).
+    #[doc(hidden)]
+    #[deprecated(since = "0.1.0", note = "renamed to `ttl`")]
+    pub fn at_most(self, d: Duration) -> Self {
+        self.ttl(d)
     }
     /// The name stays unavailable until `acquired_at + at_least`, even after a release
     /// (ShedLock's `lockAtLeastFor`).
@@ -119,13 +56,13 @@ impl LockOptions {
         self.at_least = d;
         self
     }
-    /// Renew while the guard lives (default), or let the lock expire after `at_most`.
+    /// Renew while the guard lives (default), or let the lock expire after `ttl`.
     pub fn keep_alive(mut self, on: bool) -> Self {
         self.keep_alive = on;
         self
     }
     fn timing(&self) -> Result<Timing> {
-        Timing::from_ttl(self.at_most)
+        Timing::from_ttl(self.ttl)
     }
 }
 
@@ -251,7 +188,77 @@ impl Inner {
     }
 }
 
-/// A process's cluster locks, kept alive in batches. Cheap to clone.
+/// A process's cluster locks and semaphores on lease rows, with fencing terms, kept alive in
+/// batches. Cheap to clone.
+///
+/// [`Locks`] is a per-process handle: every lock it holds has the same holder id (its
+/// candidate id), and one background task renews *all* of them with one
+/// [`Backend::renew_many`](crate::backend::Backend::renew_many) call per renew interval — a fixed number
+/// of statements however many locks are held.
+///
+/// # One believer per lock
+/// The holder id is shared by every task of the process (and by any other process given the
+/// same id), so it never decides who holds a lock by itself: a campaign that names no term
+/// finds a live lease held, even one held under this very id. Within the process the lock
+/// table hands a (name, term) to at most one [`LockGuard`], ever:
+/// - a term released (explicitly or on drop) or lost stays *stale* until its release is known
+///   to have landed, and the next attempt for that name releases it first, then campaigns —
+///   so a relock right after a release gets a new term, or nothing;
+/// - a guard's deadline follows what the database said the lease has left (never more than its
+///   own `ttl − margin`), and a guard that reported lost never reports held again.
+///
+/// # Three ways to use a lock
+/// - **Lock and release**: take the lock, do the work, release.
+///   ```
+///   # async fn f(locks: &tenure::Locks) -> tenure::Result<()> {
+///   use tenure::LockOptions;
+///   if let Some(guard) = locks.try_lock("nightly-report", LockOptions::default()).await? {
+///       // work, fenced with guard.term()
+///       guard.release().await?;
+///   }
+///   # Ok(()) }
+///   ```
+/// - **Auto-expire**: for short, infrequent tasks: no release, no keep-alive; the lock simply
+///   expires after `ttl`, and `at_least` keeps it unavailable for a minimum time, so that
+///   nodes whose clocks start the task a little apart do not run it twice.
+///   ```
+///   # async fn f(locks: &tenure::Locks) -> tenure::Result<()> {
+///   use std::time::Duration;
+///   use tenure::LockOptions;
+///   let once = LockOptions::default()
+///       .ttl(Duration::from_secs(60))
+///       .at_least(Duration::from_secs(30))
+///       .keep_alive(false);
+///   if let Some(guard) = locks.try_lock("purge-cache", once).await? {
+///       // short work
+///       guard.forget(); // leave it to expire
+///   }
+///   # Ok(()) }
+///   ```
+/// - **Election mode**: an `ttl` longer than the task's interval (say twice), no release:
+///   the same node takes the lock again at its next run, and others only get it once that node
+///   stops running the task. A lock kept with [`LockGuard::forget`] is taken again by the same
+///   [`Locks`] in one step that ends the kept tenure and begins the next (term + 1, with nobody
+///   in between), so every guard still has a term of its own.
+///   ```
+///   # async fn f(locks: &tenure::Locks) -> tenure::Result<()> {
+///   use std::time::Duration;
+///   use tenure::LockOptions;
+///   let every_minute = LockOptions::default()
+///       .ttl(Duration::from_secs(120))
+///       .keep_alive(false);
+///   if let Some(guard) = locks.try_lock("minutely-sync", every_minute).await? {
+///       // work
+///       guard.forget(); // keep ownership for the next run
+///   }
+///   # Ok(()) }
+///   ```
+///
+/// # Semaphores
+/// [`Semaphore`] allows up to N holders of one name. Permit *i* is the lease `NAME#i`
+/// (`0 <= i < N`), each with its own fencing term. Lowering N leaves holders of permits above
+/// the new N in place until they release or expire (so up to the old N hold meanwhile);
+/// raising N makes the new permits available at once.
 #[derive(Clone)]
 pub struct Locks {
     inner: Arc<Inner>,
@@ -308,11 +315,11 @@ impl Locks {
     /// confirmed yet (it runs in the background after a drop), it is released first.
     ///
     /// # Errors
-    /// [`Error::Invalid`], [`Error::UnsafeTiming`] for an `at_most` below 50 ms, database errors.
+    /// [`Error::Invalid`], [`Error::UnsafeTiming`] for an `ttl` below 50 ms, database errors.
     ///
     /// # Cancel safety
     /// If cancelled after the database granted the lock, the lock is held by nobody locally and
-    /// expires after `at_most`.
+    /// expires after `ttl`.
     pub async fn try_lock(&self, name: &str, options: LockOptions) -> Result<Option<LockGuard>> {
         Ok(self.attempt(name, &options).await?.0)
     }
@@ -353,7 +360,7 @@ impl Locks {
         give_up: Option<Instant>,
     ) -> Result<Option<LockGuard>> {
         let timing = options.timing()?;
-        let mut notes = self.inner.store.backend().subscribe();
+        let mut changes = self.inner.store.changes();
         let mut failed = None;
         loop {
             let (guard, retry) = transient(self.attempt(name, &options).await, &mut failed)?
@@ -373,7 +380,7 @@ impl Locks {
             let next = until(now + wait, give_up);
             tokio::select! {
                 () = sleep_until(next) => {}
-                () = crate::backend::wait_for_change(&mut notes, |n| n == name) => {}
+                () = changes.changed(|n| n == name) => {}
             }
         }
     }
@@ -409,7 +416,7 @@ impl Locks {
             self.inner.release(name, term, at_least, None).await?;
         }
         let holder = self.inner.holder.clone();
-        let ttl_ms = duration_ms(options.at_most);
+        let ttl_ms = duration_ms(options.ttl);
         let op = match kept {
             Some(term) => Op::Succeed {
                 candidate: holder.clone(),
@@ -427,7 +434,8 @@ impl Locks {
         let answer = self
             .inner
             .store
-            .apply_within(timing.db_timeout(), name, &op, &holder)
+            .with_timeout(timing.db_timeout())
+            .apply_valid(name, &op, &holder)
             .await;
         let received = Instant::now();
         let applied = match answer {
@@ -435,7 +443,7 @@ impl Locks {
             Err(e) => {
                 if let Some(term) = kept {
                     // Not known to have landed: the kept term may still be ours.
-                    let until = received + timing.belief();
+                    let until = received + timing.max_belief();
                     self.inner
                         .table()
                         .kept

@@ -1,12 +1,12 @@
 //! [`Semaphore`]: up to N holders of one name, one lease per permit.
 
 use super::{transient, until, LockGuard, LockOptions, Locks};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::validate;
 use std::time::Duration;
 use tokio::time::{sleep_until, Instant};
 
-/// Up to N holders of one name; see the [module docs](super).
+/// Up to N holders of one name; see [`Locks`] (semaphores).
 #[derive(Clone, Debug)]
 pub struct Semaphore {
     locks: Locks,
@@ -14,20 +14,9 @@ pub struct Semaphore {
     permits: u32,
 }
 
-fn permit_name(name: &str, i: u32) -> String {
-    format!("{name}#{i}")
-}
-
 impl Semaphore {
     pub(super) fn new(locks: Locks, name: &str, permits: u32) -> Result<Semaphore> {
-        if permits == 0 {
-            return Err(Error::Invalid {
-                what: "permits",
-                value: "0".into(),
-                rule: "must be at least 1",
-            });
-        }
-        validate::name(&permit_name(name, permits - 1))?;
+        validate::semaphore(name, permits)?;
         Ok(Semaphore {
             locks,
             name: name.to_string(),
@@ -42,7 +31,7 @@ impl Semaphore {
     pub async fn try_acquire(&self, options: LockOptions) -> Result<Option<LockGuard>> {
         let start = crate::rng::next_u32() % self.permits;
         for k in 0..self.permits {
-            let permit = permit_name(&self.name, (start + k) % self.permits);
+            let permit = validate::permit_name(&self.name, (start + k) % self.permits);
             if let Some(guard) = self.locks.try_lock(&permit, options).await? {
                 return Ok(Some(guard));
             }
@@ -78,7 +67,7 @@ impl Semaphore {
         give_up: Option<Instant>,
     ) -> Result<Option<LockGuard>> {
         let timing = options.timing()?;
-        let mut notes = self.locks.inner.store.backend().subscribe();
+        let mut changes = self.locks.inner.store.changes();
         let prefix = format!("{}#", self.name);
         let mut failed = None;
         loop {
@@ -92,7 +81,7 @@ impl Semaphore {
             let next = until(now + timing.renew_interval() + timing.jitter(), give_up);
             tokio::select! {
                 () = sleep_until(next) => {}
-                () = crate::backend::wait_for_change(&mut notes, |n| n.starts_with(&prefix)) => {}
+                () = changes.changed(|n| n.starts_with(&prefix)) => {}
             }
         }
     }

@@ -110,8 +110,10 @@ impl Lease {
 
 /// An operation on one name, decided atomically at one database instant.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Op {
-    /// Acquire, renew or step down (DESIGN.md's `campaign`).
+    /// Acquire, renew or step down (`campaign` in the operations table of
+    /// `docs/design-notes.md`).
     ///
     /// `term` is the tenure the caller holds, if any. Only a campaign that names the live
     /// lease's term renews it: one that names no term or another term finds the lease held,
@@ -119,9 +121,13 @@ pub enum Op {
     /// believer. The one exception is a tenure granted by an immediate handover, which the
     /// first campaign of its target adopts (answered [`Effect::Acquired`]).
     Campaign {
+        /// Who campaigns.
         candidate: String,
+        /// The tenure the caller holds (`None`: it wants a new one).
         term: Option<u64>,
+        /// The lease's time to live from this instant, in milliseconds.
         ttl_ms: u64,
+        /// Published with the lease while held (e.g. an address).
         metadata: Option<String>,
     },
     /// The live holder of tenure `term` ends it and begins the next one for itself at once,
@@ -130,26 +136,46 @@ pub enum Op {
     /// has a term of its own. Where `candidate` does not hold `term` live, exactly a campaign
     /// that names no term.
     Succeed {
+        /// Who succeeds itself.
         candidate: String,
+        /// The tenure it holds and ends.
         term: u64,
+        /// The new tenure's time to live, in milliseconds.
         ttl_ms: u64,
     },
     /// Renew the tenure `term` of `candidate` with the row's own ttl, never acquiring: the
     /// keep-alive of held locks, which backends run for many leases in one statement.
-    Renew { candidate: String, term: u64 },
+    Renew {
+        /// Who renews.
+        candidate: String,
+        /// The tenure renewed.
+        term: u64,
+    },
     /// Give up the tenure `term` of `candidate`; nobody may start before `acquired_at + at_least`.
     /// `reason`, if any, is the history event's detail.
     Release {
+        /// Who releases.
         candidate: String,
+        /// The tenure released.
         term: u64,
+        /// Milliseconds after `acquired_at` before which nobody may start.
         at_least_ms: u64,
+        /// The history event's detail.
         reason: Option<String>,
     },
     /// Force a re-election. Keeps `expires_at` (lock-delay) unless `immediate`.
-    Demote { immediate: bool },
+    Demote {
+        /// End the lease now instead of keeping `expires_at` (unsafe without fencing).
+        immediate: bool,
+    },
     /// Force a given leader: graceful by default, at once (and unsafe without fencing) if
     /// `immediate`.
-    Handover { to: String, immediate: bool },
+    Handover {
+        /// The candidate to lead next.
+        to: String,
+        /// Install `to` with a new term now (unsafe without fencing).
+        immediate: bool,
+    },
     /// Maintenance stop: the holder steps down at its next renew, nobody acquires.
     Pause,
     /// End a pause.
@@ -158,6 +184,7 @@ pub enum Op {
 
 /// Why a holder stepped down when it tried to renew.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StepDownReason {
     /// The name is paused.
     Paused,
@@ -167,6 +194,7 @@ pub enum StepDownReason {
 
 /// What an operation did.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Effect {
     /// The candidate began a new tenure: term raised by one, or a tenure granted to it by an
     /// immediate handover adopted (the term was raised by the handover).
@@ -225,13 +253,21 @@ impl Effect {
 /// A transition worth recording in `tenure_history`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EventKind {
+    /// A new tenure began.
     Acquired,
+    /// The holder gave its tenure up.
     Released,
+    /// A new tenure began after the last one expired unreleased.
     TakenOverExpired,
+    /// An admin forced a re-election.
     Demoted,
+    /// An admin handed the lease to a given candidate (graceful).
     HandedOver,
+    /// An admin installed a given candidate at once.
     Forced,
+    /// An admin paused the name.
     Paused,
+    /// An admin ended the pause.
     Resumed,
 }
 
@@ -254,9 +290,13 @@ impl EventKind {
 /// A history row to append, minus the actor (who asked) which the caller knows.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Event {
+    /// What happened.
     pub kind: EventKind,
+    /// The term it happened to.
     pub term: u64,
+    /// The holder after the transition, if any.
     pub holder: Option<String>,
+    /// Free text (a release's reason, a handover's target).
     pub detail: String,
 }
 

@@ -1,5 +1,6 @@
-//! Unit tests of [`decide`]: one or a few per row of DESIGN.md's operations table, with no IO,
-//! and a property test over random sequences of operations and clock steps.
+//! Unit tests of [`decide`]: one or a few per row of the operations table
+//! (`docs/design-notes.md`), with no IO, and a property test over random sequences of
+//! operations and clock steps.
 
 use super::*;
 use proptest::prelude::*;

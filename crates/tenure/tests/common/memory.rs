@@ -4,14 +4,34 @@
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tenure::backend::{
-    Applied, Backend, BackendKind, HistoryEntry, RedactedUrl, Renewed, Snapshot,
-};
+use tenure::backend::{Backend, Renewed};
 use tenure::model::{decide, DbTime, Lease, Op};
+use tenure::{Applied, BackendKind, HistoryEntry, RedactedUrl, Snapshot};
+use tenure::{Elector, Store, Timing};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
+
+/// The ttl of the timing tests' electors and locks.
+pub const TTL: Duration = Duration::from_secs(1);
+
+/// A fresh in-memory backend (with `push`, it notifies subscribers as PostgreSQL does) and a
+/// store on it.
+pub fn setup(push: bool) -> (Arc<MemoryBackend>, Store) {
+    let backend = Arc::new(MemoryBackend::new(push));
+    let store = Store::from_backend(backend.clone(), Duration::from_secs(5));
+    (backend, store)
+}
+
+/// An elector for the name `job` as candidate `id`, with the timing of [`TTL`].
+pub fn elector(store: &Store, id: &str) -> Elector {
+    Elector::builder(store.clone(), "job")
+        .candidate(id)
+        .timing(Timing::from_ttl(TTL).unwrap())
+        .spawn()
+        .unwrap()
+}
 
 #[derive(Debug)]
 pub struct MemoryBackend {
@@ -81,7 +101,7 @@ impl MemoryBackend {
 #[async_trait]
 impl Backend for MemoryBackend {
     fn kind(&self) -> BackendKind {
-        BackendKind::Sqlite
+        BackendKind::Memory
     }
 
     fn url(&self) -> &RedactedUrl {

@@ -1,5 +1,6 @@
-//! Test support: one store per backend, skipping (or, under `CI=true`, failing) when a
-//! server is not reachable.
+//! The one support module of the library's integration tests (`mod common;` in each test
+//! binary): one store per backend, skipping (or, under `CI=true`, failing) when a server is
+//! not reachable; `memory`: the in-memory backend of the timing and simulation tests.
 #![allow(dead_code)]
 
 pub mod memory;
@@ -30,7 +31,8 @@ pub fn url_for(kind: BackendKind) -> String {
     match kind {
         BackendKind::Postgres => postgres_url(),
         BackendKind::MySql => mysql_url(),
-        _ => sqlite_url(),
+        BackendKind::Sqlite => sqlite_url(),
+        other => panic!("no test database on {other}"),
     }
 }
 

@@ -11,7 +11,7 @@ fn holder(store: &Store, id: &str) -> Locks {
 
 /// 1 s: renewed every 250 ms.
 fn short() -> LockOptions {
-    LockOptions::default().at_most(Duration::from_secs(1))
+    LockOptions::default().ttl(Duration::from_secs(1))
 }
 
 pub async fn lock_excludes_and_release_hands_on(store: Store) {
@@ -135,7 +135,7 @@ pub async fn lock_election_mode(store: Store) {
     let name = unique("election");
     let (a, b) = (holder(&store, "a"), holder(&store, "b"));
     let options = LockOptions::default()
-        .at_most(Duration::from_secs(2))
+        .ttl(Duration::from_secs(2))
         .keep_alive(false);
     let first = a.try_lock(&name, options).await.unwrap().unwrap();
     let term = first.term();

@@ -1,4 +1,5 @@
-//! The operations of DESIGN.md's table, through `Store`, on one backend.
+//! The operations of the operations table (`docs/design-notes.md`), through `Store`, on one
+//! backend.
 
 use crate::common::unique;
 use std::time::Duration;
@@ -52,7 +53,7 @@ pub async fn acquire_renew_and_leader(store: Store) {
     assert_eq!(lease.expires_at, a.now.plus_ms(LONG));
 
     // SQLite's clock counts milliseconds: let one pass, so the renewal must move the expiry.
-    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    tokio::time::sleep(Duration::from_millis(2)).await;
     let renewed = renew(&store, &name, "a", 1, LONG).await;
     assert_eq!(renewed.effect, Effect::Renewed);
     assert_eq!(term(&renewed), 1);

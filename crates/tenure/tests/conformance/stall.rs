@@ -10,7 +10,8 @@ macro_rules! stall_tests {
             use crate::ops::campaign;
             use std::sync::Arc;
             use std::time::Duration;
-            use tenure::{Backend, Effect, Store};
+            use tenure::backend::Backend;
+            use tenure::{Effect, Store};
             use tokio::time::Instant;
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

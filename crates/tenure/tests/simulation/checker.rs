@@ -5,8 +5,8 @@
 //! - **unique-term**: no (name, term) ever reaches two guards;
 //! - **lost-stays-lost**: a guard once seen lost never reports held again;
 //! - **lease-covers-belief** (in-memory backend only): an unlost guard's local deadline lies
-//!   before the expiry of its row, and the row still has the guard's term (DESIGN.md's timing
-//!   model: the belief always ends first);
+//!   before the expiry of its row, and the row still has the guard's term (the timing model
+//!   of `Timing` and `docs/design-notes.md`'s "One belief type": the belief always ends first);
 //! - **terms-rise**: per name, guards are registered in increasing term order, and no write of
 //!   the backend lowers a row's term.
 

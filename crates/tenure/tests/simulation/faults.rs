@@ -9,10 +9,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tenure::backend::{
-    Applied, Backend, BackendKind, HistoryEntry, RedactedUrl, Renewed, Snapshot,
-};
-use tenure::{DbTime, Effect, Op};
+use tenure::backend::{Backend, Renewed};
+use tenure::{Applied, BackendKind, DbTime, Effect, HistoryEntry, Op, RedactedUrl, Snapshot};
 use tokio::sync::broadcast;
 
 /// How often calls fail, and how.
@@ -155,6 +153,7 @@ fn op_word(op: &Op) -> &'static str {
         Op::Handover { .. } => "handover",
         Op::Pause => "pause",
         Op::Resume => "resume",
+        _ => "another operation",
     }
 }
 

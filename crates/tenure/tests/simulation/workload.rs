@@ -10,7 +10,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
-use tenure::{Backend, Elector, LockGuard, LockOptions, Locks, Semaphore, Store, Timing};
+use tenure::backend::Backend;
+use tenure::{Elector, LockGuard, LockOptions, Locks, Semaphore, Store, Timing};
 use tokio::task::JoinSet;
 use tokio::time::{sleep, sleep_until, Instant};
 
@@ -21,7 +22,7 @@ pub enum Only {
     All,
     /// Relock right after a release (drop, `release()`, `forget()`) from the same `Locks`.
     Hole1,
-    /// Two tasks of one process take one lock with `at_most` ttl/2 and 60 s.
+    /// Two tasks of one process take one lock with ttl ttl/2 and 60 s.
     Hole2,
     /// Failed releases, local pause/resume, cluster pause/resume of electors.
     Hole3,
@@ -48,7 +49,7 @@ pub struct Mix {
     /// Lock tasks per holder, on `lock_names` names.
     pub lock_tasks: usize,
     pub lock_names: usize,
-    /// `at_most` ttl/2 or 60 s (else the ttl).
+    /// a ttl of ttl/2 or 60 s (else the ttl).
     pub long_and_short: bool,
     /// Guards end by release, drop or forget after a while (else they are held until lost).
     pub lock_releases: bool,
@@ -178,7 +179,7 @@ impl Plan {
             } else {
                 Duration::from_secs(60)
             };
-            return LockOptions::default().at_most(at_most);
+            return LockOptions::default().ttl(at_most);
         }
         let at_least = if rng.gen_bool(0.1) {
             self.ttl / 3
@@ -186,7 +187,7 @@ impl Plan {
             Duration::ZERO
         };
         LockOptions::default()
-            .at_most(self.ttl)
+            .ttl(self.ttl)
             .at_least(at_least)
             .keep_alive(!self.mix.lock_releases || rng.gen_bool(0.8))
     }
@@ -403,7 +404,7 @@ async fn elect(
     let name = plan.election();
     let mut last: Option<(u64, Instant, u64)> = None;
     loop {
-        let Ok(guard) = elector.leader().await else {
+        let Ok(guard) = elector.wait_until_leader().await else {
             return;
         };
         let id = match last {

@@ -63,6 +63,16 @@ impl Engine for MySql {
             share_lock: "LOCK IN SHARE MODE",
             update_returning: false,
             notify_on_event: false,
+            // A locking read sees the newest committed row once its lock is granted, so a
+            // takeover that committed meanwhile leaves no row. UTC_TIMESTAMP(6) is read when the
+            // statement starts, before a wait for the lock; that only makes the expiry check
+            // later by the wait, and a takeover must wait for this transaction either way.
+            fence: |table| {
+                format!(
+                    "SELECT term FROM {table} WHERE name = ? AND holder = ? AND term = ? \
+                     AND expires_at > UTC_TIMESTAMP(6) LOCK IN SHARE MODE"
+                )
+            },
             schema: SCHEMA,
         }
     }

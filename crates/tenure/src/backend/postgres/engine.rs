@@ -81,6 +81,15 @@ impl Engine for Postgres {
             share_lock: "FOR SHARE",
             update_returning: true,
             notify_on_event: true,
+            // The row is share-locked in the sub-select; the clock in the outer query is read
+            // after the lock was granted.
+            fence: |table| {
+                format!(
+                    "SELECT l.term FROM (SELECT holder, term, expires_at FROM {table} \
+                     WHERE name = $1 FOR SHARE) l \
+                     WHERE l.holder = $2 AND l.term = $3 AND l.expires_at > clock_timestamp()"
+                )
+            },
             schema: SCHEMA,
         }
     }

@@ -6,6 +6,7 @@ use super::dialect::Dialect;
 use super::statements::Statements;
 use crate::backend::{Applied, BackendKind, RedactedUrl, StoreOptions};
 use crate::error::Result;
+use crate::fence::{Fence, FenceDatabase};
 use crate::model::Op;
 use std::fmt;
 use std::future::Future;
@@ -51,6 +52,36 @@ impl<E: Engine> SqlBackend<E> {
     /// `fence`).
     pub fn pool(&self) -> &sqlx::Pool<E::Database> {
         &self.pool
+    }
+}
+
+impl<E: Engine> SqlBackend<E>
+where
+    E::Database: FenceDatabase,
+    for<'c> &'c mut <E::Database as sqlx::Database>::Connection:
+        sqlx::Executor<'c, Database = E::Database>,
+{
+    /// Checks, inside the caller's transaction `tx`, that `candidate` still holds `term` of
+    /// `name` and has not expired, and keeps a takeover waiting until `tx` ends, so that writes
+    /// made in it can never land after another tenure began. The same statement as
+    /// [`LeaderGuard::fence`](crate::LeaderGuard::fence), for callers that know the tenure but
+    /// hold no guard. Keep such transactions short: the holder's own renewal waits for them.
+    ///
+    /// # Errors
+    /// [`Error::LeaseLost`](crate::Error::LeaseLost) if the lease is not (or no longer) held
+    /// with that term; database errors. In both cases roll `tx` back.
+    pub async fn fence(
+        &self,
+        tx: &mut sqlx::Transaction<'_, E::Database>,
+        name: &str,
+        candidate: &str,
+        term: u64,
+    ) -> Result<()> {
+        let fence = Fence {
+            kind: E::KIND,
+            sql: self.stmts.fence.as_str().into(),
+        };
+        Fence::check(Some(&fence), &mut **tx, name, candidate, term).await
     }
 }
 

@@ -26,6 +26,10 @@ pub struct Dialect {
     /// PostgreSQL: the statement that writes a history event also sends `NOTIFY
     /// <prefix>lease, '<name>'` (one round trip, not two), which wakes followers at commit.
     pub notify_on_event: bool,
+    /// The fence statement on the lease table `table`: parameters name, holder, term; one row
+    /// when that holder still holds that term live, with the row locked against a takeover
+    /// until the transaction ends; no row otherwise.
+    pub fence: fn(table: &str) -> String,
     /// The DDL, with `{p}` standing for the table prefix.
     pub schema: &'static [&'static str],
 }

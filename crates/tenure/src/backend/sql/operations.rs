@@ -250,18 +250,14 @@ where
     ) -> Result<bool> {
         let s = &self.stmts;
         let mut tx = self.pool.begin_with(E::BEGIN).await?;
-        let lease = sqlx::query(&s.fence_row)
+        // The same fence an application runs in its own transaction (`LeaderGuard::fence`).
+        let held = sqlx::query(&s.fence)
             .bind(name)
+            .bind(holder)
+            .bind(term as i64)
             .fetch_optional(&mut *tx)
-            .await?;
-        let held = match &lease {
-            Some(row) => {
-                row.try_get::<Option<String>, _>("holder")?.as_deref() == Some(holder)
-                    && row.try_get::<i64, _>("term")? == term as i64
-                    && row.try_get::<i64, _>("expires_us")? > row.try_get::<i64, _>("now_us")?
-            }
-            None => false,
-        };
+            .await?
+            .is_some();
         if !held {
             return Err(Error::LeaseLost {
                 name: name.to_string(),
@@ -393,6 +389,10 @@ where
 
     fn schema_sql(&self) -> String {
         self.stmts.script()
+    }
+
+    fn fence_sql(&self) -> Option<String> {
+        Some(self.stmts.fence.clone())
     }
 
     fn subscribe(&self) -> Option<broadcast::Receiver<String>> {

@@ -26,7 +26,9 @@ pub(crate) struct Statements {
     pub init_version: String,
     pub probe_lease: String,
     pub last_tick: String,
-    pub fence_row: String,
+    /// The fence: parameters name, holder, term; one row while that tenure is held live,
+    /// share-locked (SQLite: write-locked) until the transaction ends.
+    pub fence: String,
     pub lock_tick: String,
     pub insert_tick: String,
     pub update_tick: String,
@@ -77,7 +79,7 @@ impl Statements {
             init_version: init_version(&t),
             probe_lease: format!("SELECT name FROM {} WHERE 1 = 0", t.lease),
             last_tick: last_tick(&t, d),
-            fence_row: fence_row(&t, d),
+            fence: (d.fence)(&t.lease),
             lock_tick: lock_tick(&t, d),
             insert_tick: insert_tick(&t, d),
             update_tick: update_tick(&t, d),
@@ -308,20 +310,6 @@ fn last_tick(t: &Tables, d: &Dialect) -> String {
         d.now_us,
         t.tick,
         (d.param)(1)
-    )
-}
-
-/// The lease row, share-locked, with the clock, to check a holder's term. Parameter: name.
-fn fence_row(t: &Tables, d: &Dialect) -> String {
-    format!(
-        "SELECT {} AS holder, term, {} AS expires_us, {} AS now_us FROM {} \
-         WHERE name = {} {}",
-        (d.text)("holder"),
-        (d.to_us)("expires_at"),
-        d.now_us,
-        t.lease,
-        (d.param)(1),
-        d.share_lock
     )
 }
 

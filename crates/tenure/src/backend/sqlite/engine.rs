@@ -72,6 +72,14 @@ impl Engine for Sqlite {
             share_lock: "",
             update_returning: true,
             notify_on_event: false,
+            // A write, so it takes SQLite's write lock at once (or fails with SQLITE_BUSY if
+            // another writer committed since the transaction began reading).
+            fence: |table| {
+                format!(
+                    "UPDATE {table} SET term = term WHERE name = ? AND holder = ? AND term = ? \
+                     AND expires_at > strftime('%Y-%m-%d %H:%M:%f', 'now') RETURNING term"
+                )
+            },
             schema: SCHEMA,
         }
     }

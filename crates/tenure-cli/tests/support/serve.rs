@@ -1,100 +1,49 @@
-//! Shared helpers of the `tenure serve` tests (`tests/serve_*.rs`).
+//! `tenure serve` in the tests (`tests/serve_*.rs`):
 //!
-//! - [`Db`]: one database per test — a fresh SQLite file, or a fresh table prefix on the
-//!   PostgreSQL / MariaDB servers of `TENURE_TEST_POSTGRES_URL` / `TENURE_TEST_MYSQL_URL`
-//!   (`SKIPPED: …` when unreachable, a failure under `CI=true`).
+//! - [`Db`]: one test's database ([`TestDb`]) with a library store on it.
 //! - [`Server`]: the real binary serving on 127.0.0.1 with an ephemeral port. It is stopped
 //!   when dropped, and dies with the test's thread if the test process dies (parent-death
 //!   signal), so no server outlives its test.
 //! - [`http`]: a small HTTP/1.1 client on a plain socket, so that a test can also send what a
 //!   polite client would not (oversized or malformed requests).
-#![allow(dead_code)]
 
+use super::{wait_for_exit, TestDb};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
+use std::ops::Deref;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::process::{Child, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 pub use tenure::BackendKind;
-use tenure::{Op, Store, StoreOptions};
-
-/// Whether an unreachable server must fail the test instead of skipping it.
-pub fn under_ci() -> bool {
-    std::env::var("CI").as_deref() == Ok("true")
-}
-
-/// A token unique in this test run: lower-case letters and digits.
-pub fn unique() -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!(
-        "{}n{}n{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed),
-        nanos % 100_000
-    )
-}
+use tenure::Store;
 
 // === databases ===
 
-/// One test's database.
+/// One test's database, with a library store on it (tables created) for setting up and
+/// checking leases.
 pub struct Db {
-    pub kind: BackendKind,
-    pub url: String,
-    pub prefix: String,
-    /// A library store on it (tables created), for setting up and checking leases.
     pub store: Store,
-    dir: tempfile::TempDir,
+    db: TestDb,
+}
+
+impl Deref for Db {
+    type Target = TestDb;
+
+    fn deref(&self) -> &TestDb {
+        &self.db
+    }
 }
 
 impl Db {
     /// A database on `kind`, or `None` after printing `SKIPPED: …` (panics under CI=true).
     pub async fn new(kind: BackendKind) -> Option<Db> {
-        let dir = tempfile::Builder::new()
-            .prefix("tenure-serve-test-")
-            .tempdir()
-            .expect("temp dir");
-        let prefix = format!("sv{}_", unique());
-        let url = match kind {
-            BackendKind::Postgres => std::env::var("TENURE_TEST_POSTGRES_URL")
-                .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into()),
-            BackendKind::MySql => std::env::var("TENURE_TEST_MYSQL_URL")
-                .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into()),
-            _ => format!("sqlite://{}", dir.path().join("serve.db").display()),
-        };
-        let options = StoreOptions::default()
-            .table_prefix(prefix.clone())
-            .timeout(Duration::from_secs(10));
-        let store = match Store::connect_with(&url, options).await {
-            Ok(store) => store,
-            Err(e) if under_ci() => panic!("{kind} server not reachable under CI=true: {e}"),
-            Err(e) => {
-                eprintln!(
-                    "SKIPPED: {kind} server not reachable ({e}); set CI=true to make this fail"
-                );
-                return None;
-            }
-        };
-        Some(Db {
-            kind,
-            url,
-            prefix,
-            store,
-            dir,
-        })
-    }
-
-    /// A temporary directory living as long as this database.
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
+        let db = TestDb::new(kind).await?;
+        let store = db.store().await;
+        Some(Db { store, db })
     }
 
     /// `tenure serve ARGS…` on this database, started and listening.
@@ -104,12 +53,7 @@ impl Db {
 
     /// A campaign through the library (not through a server).
     pub async fn campaign(&self, name: &str, who: &str, ttl_ms: u64) -> tenure::Applied {
-        let op = Op::Campaign {
-            candidate: who.into(),
-            term: None,
-            ttl_ms,
-            metadata: None,
-        };
+        let op = super::campaign_op(who, ttl_ms);
         self.store.apply(name, &op, who).await.expect("campaign")
     }
 
@@ -120,32 +64,6 @@ impl Db {
             .await
             .expect("leader")
             .map(|l| l.holder)
-    }
-
-    /// Drops this prefix's tables on the servers (the SQLite file goes with its directory).
-    pub async fn drop_tables(&self) {
-        use sqlx::Connection;
-        let drops = ["lease", "history", "schema"]
-            .map(|t| format!("DROP TABLE IF EXISTS {}{t}", self.prefix));
-        match self.kind {
-            BackendKind::Postgres => {
-                let mut c = sqlx::PgConnection::connect(&self.url)
-                    .await
-                    .expect("connect");
-                for sql in drops {
-                    sqlx::query(&sql).execute(&mut c).await.expect("drop");
-                }
-            }
-            BackendKind::MySql => {
-                let mut c = sqlx::MySqlConnection::connect(&self.url)
-                    .await
-                    .expect("connect");
-                for sql in drops {
-                    sqlx::query(&sql).execute(&mut c).await.expect("drop");
-                }
-            }
-            _ => {}
-        }
     }
 }
 
@@ -165,12 +83,9 @@ impl Server {
     fn start(db: &Db, args: &[&str]) -> Server {
         let token_file = db.dir().join("token");
         std::fs::write(&token_file, format!("{TOKEN}\n")).expect("token file");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_tenure"));
+        let mut command = db.tenure();
         command
-            .env_remove("TENURE_LOG")
             .env("XDG_STATE_HOME", db.dir().join("state"))
-            .env("TENURE_DATABASE_URL", &db.url)
-            .env("TENURE_TABLE_PREFIX", &db.prefix)
             .args(["serve", "--listen", "127.0.0.1:0"])
             .arg("--token-file")
             .arg(&token_file)
@@ -255,16 +170,7 @@ impl Server {
     pub fn terminate(&mut self, within: Duration) -> Option<ExitStatus> {
         let pid = nix::unistd::Pid::from_raw(self.pid());
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("wait") {
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_for_exit(&mut self.child, within)
     }
 }
 

@@ -1,0 +1,140 @@
+//! The test databases, shared by the integration tests (through `tests/support`) and the
+//! router's unit tests (`src/serve/tests.rs`, which includes this file by path): where the
+//! servers are, what an unreachable one means, fresh names and prefixes, and dropping a
+//! prefix's tables.
+//!
+//! PostgreSQL and MariaDB are the servers named by `TENURE_TEST_POSTGRES_URL` /
+//! `TENURE_TEST_MYSQL_URL` (default: the local ones); SQLite is a fresh file. When a server is
+//! unreachable the test prints `SKIPPED: …` and returns, unless `CI=true`, where that is a
+//! failure.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
+use tenure::BackendKind;
+
+/// The three backends, in the order tests usually visit them.
+pub const KINDS: [BackendKind; 3] = [
+    BackendKind::Sqlite,
+    BackendKind::Postgres,
+    BackendKind::MySql,
+];
+
+/// Every table of a prefix.
+pub const TABLES: [&str; 4] = ["lease", "history", "tick", "schema"];
+
+pub fn postgres_url() -> String {
+    std::env::var("TENURE_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string())
+}
+
+pub fn mysql_url() -> String {
+    std::env::var("TENURE_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_string())
+}
+
+/// The database URL of `kind`: the server's, or a fresh SQLite file in `dir` (not created).
+pub fn url_for(kind: BackendKind, dir: &Path) -> String {
+    match kind {
+        BackendKind::Postgres => postgres_url(),
+        BackendKind::MySql => mysql_url(),
+        BackendKind::Sqlite => format!("sqlite://{}", sqlite_file(dir).display()),
+        other => panic!("no test database on {other}"),
+    }
+}
+
+/// A fresh SQLite file's path in `dir` (not created).
+pub fn sqlite_file(dir: &Path) -> PathBuf {
+    dir.join(format!("{}.db", token()))
+}
+
+/// Whether an unreachable server must fail the test instead of skipping it.
+pub fn under_ci() -> bool {
+    std::env::var("CI").as_deref() == Ok("true")
+}
+
+/// `None`, after printing `SKIPPED: …`, for a server that could not be reached; under
+/// `CI=true` a panic.
+pub fn unreachable<T>(kind: BackendKind, error: impl std::fmt::Display) -> Option<T> {
+    if under_ci() {
+        panic!("{kind} server not reachable under CI=true: {error}");
+    }
+    eprintln!("SKIPPED: {kind} server not reachable ({error}); set CI=true to make this fail");
+    None
+}
+
+/// A token no other call in this test run returns: lower-case letters and digits.
+pub fn token() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "{}{}{}",
+        base36(u64::from(std::process::id())),
+        base36(n),
+        base36(u64::from(nanos) % 36u64.pow(4))
+    )
+}
+
+fn base36(mut n: u64) -> String {
+    const DIGITS: &[u8] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut out = Vec::new();
+    loop {
+        out.push(DIGITS[(n % 36) as usize]);
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.reverse();
+    String::from_utf8(out).expect("ascii")
+}
+
+/// A name (election, candidate, …) unique in this test run: `<label>-<token>`.
+pub fn unique(label: &str) -> String {
+    format!("{label}-{}", token())
+}
+
+/// A fresh table prefix: lower case (PostgreSQL folds unquoted names), well within the
+/// `^[A-Za-z_][A-Za-z0-9_]{0,40}$` rule.
+pub fn fresh_prefix() -> String {
+    format!("tc{}_", token())
+}
+
+/// A campaign of `candidate` for a new tenure of `ttl_ms`, as tests set up a leader through
+/// the library rather than through a command.
+pub fn campaign_op(candidate: &str, ttl_ms: u64) -> tenure::Op {
+    tenure::Op::Campaign {
+        candidate: candidate.into(),
+        term: None,
+        ttl_ms,
+        metadata: None,
+    }
+}
+
+/// Drops the tables of `prefix` on the server of `url` (nothing on SQLite: its file goes with
+/// its directory). Call it at the end of a test; a failed test leaves its tables for
+/// inspection.
+pub async fn drop_tables(kind: BackendKind, url: &str, prefix: &str) {
+    use sqlx::Connection;
+    let drops = TABLES.map(|t| format!("DROP TABLE IF EXISTS {prefix}{t}"));
+    match kind {
+        BackendKind::Postgres => {
+            let mut c = sqlx::PgConnection::connect(url).await.expect("connect");
+            for sql in drops {
+                sqlx::query(&sql).execute(&mut c).await.expect("drop");
+            }
+        }
+        BackendKind::MySql => {
+            let mut c = sqlx::MySqlConnection::connect(url).await.expect("connect");
+            for sql in drops {
+                sqlx::query(&sql).execute(&mut c).await.expect("drop");
+            }
+        }
+        _ => {}
+    }
+}

@@ -1,0 +1,551 @@
+//! A private MariaDB Galera cluster: three `mariadbd` with `wsrep_on` (Debian's `galera-4`),
+//! each with its own ports and data directory under a temporary directory, and HAProxy sending
+//! every connection to one node, the first that passes its check (`g1`; `g2` and `g3` are
+//! backups, used only when `g1` is down), as Galera users are told to do for lock-style
+//! workloads. Everything listens on 127.0.0.1, on free ports between 20000 and 32000.
+//!
+//! HAProxy's check is the usual `clustercheck`: an HTTP answer per node, 200 only while the
+//! node is `Synced` in the primary component (served by a task of this process), so that a
+//! node cut off from the others stops receiving clients.
+//!
+//! The first node is initialized with `mariadb-install-db` and bootstraps the cluster
+//! (`--wsrep-new-cluster`); the others join with an rsync state transfer. `mariadbd` runs as
+//! the user `mysql` (the rsync daemon of the state transfer drops root's rights).
+//!
+//! Teardown ([`Drop`]) SIGKILLs every process whose command line contains the cluster's
+//! temporary directory (`mariadbd`, the state-transfer scripts and rsync, HAProxy), then
+//! removes the directory.
+
+use super::procs;
+use crate::proxy::Proxy;
+use nix::unistd::User;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const PROVIDER: &str = "/usr/lib/galera/libgalera_smm.so";
+
+/// The tools a Galera cluster needs, and where they are missing, why.
+pub fn missing() -> Vec<String> {
+    let mut missing = Vec::new();
+    for (tool, package) in [
+        ("mariadbd", "mariadb-server"),
+        ("mariadb-install-db", "mariadb-server"),
+        ("wsrep_sst_rsync", "mariadb-server"),
+        ("rsync", "rsync"),
+        ("haproxy", "haproxy"),
+        (PROVIDER, "galera-4"),
+    ] {
+        if find(tool).is_none() {
+            missing.push(format!("{tool} (Debian package {package})"));
+        }
+    }
+    if User::from_name("mysql").ok().flatten().is_none() {
+        missing.push("the user mysql".into());
+    }
+    if !nix::unistd::Uid::effective().is_root() {
+        missing.push("root (to run mariadbd as the user mysql)".into());
+    }
+    missing
+}
+
+/// `tool` on `PATH`, or in `/usr/sbin` (not on every user's `PATH`).
+fn find(tool: &str) -> Option<PathBuf> {
+    procs::which(tool).or_else(|| procs::which(&format!("/usr/sbin/{tool}")))
+}
+
+pub struct Node {
+    pub name: String,
+    pub port: u16,
+    /// HAProxy → this proxy → the node.
+    pub client_proxy: Proxy,
+    /// The node's health check (HTTP, for HAProxy).
+    pub check: Option<Check>,
+    dir: PathBuf,
+    child: Option<Child>,
+    pub alive: bool,
+}
+
+impl Node {
+    fn cnf(&self) -> PathBuf {
+        self.dir.join("my.cnf")
+    }
+}
+
+pub struct Galera {
+    dir: Option<tempfile::TempDir>,
+    /// Where the logs go at teardown.
+    logs: PathBuf,
+    marker: String,
+    pub haproxy_port: u16,
+    pub nodes: Vec<Node>,
+    haproxy: Option<Child>,
+}
+
+fn spawn(cmd: &mut Command, log: &Path) -> Result<Child, String> {
+    let out = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let err = out.try_clone().map_err(|e| e.to_string())?;
+    std::os::unix::process::CommandExt::process_group(
+        cmd.stdin(Stdio::null()).stdout(out).stderr(err),
+        0,
+    )
+    .spawn()
+    .map_err(|e| format!("{:?}: {e}", cmd.get_program()))
+}
+
+fn chown_tree(path: &Path, uid: u32, gid: u32) -> Result<(), String> {
+    std::os::unix::fs::chown(path, Some(uid), Some(gid))
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if path.is_dir() {
+        for e in std::fs::read_dir(path).map_err(|e| e.to_string())? {
+            chown_tree(&e.map_err(|e| e.to_string())?.path(), uid, gid)?;
+        }
+    }
+    Ok(())
+}
+
+impl Galera {
+    /// Builds the cluster and waits until all three nodes are synced and a write through
+    /// HAProxy commits.
+    pub async fn start(timeout: Duration, logs: &Path) -> Result<Galera, String> {
+        let missing = missing();
+        if !missing.is_empty() {
+            return Err(format!("missing: {}", missing.join(", ")));
+        }
+        let mysql = User::from_name("mysql")
+            .map_err(|e| e.to_string())?
+            .ok_or("no user mysql")?;
+        let dir = tempfile::Builder::new()
+            .prefix("tenure-galera-")
+            .tempdir()
+            .map_err(|e| e.to_string())?;
+        let marker = dir.path().display().to_string();
+        std::fs::set_permissions(
+            dir.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .map_err(|e| e.to_string())?;
+        let n = 3;
+        // HAProxy, and per node: client, group communication, IST, SST.
+        let ports = procs::free_ports(1 + 4 * n).map_err(|e| e.to_string())?;
+        let mut cluster = Galera {
+            dir: Some(dir),
+            logs: logs.to_path_buf(),
+            marker,
+            haproxy_port: ports[0],
+            nodes: Vec::new(),
+            haproxy: None,
+        };
+        let root = cluster.dir().to_path_buf();
+        let gcomm: Vec<String> = (0..n)
+            .map(|i| format!("127.0.0.1:{}", ports[2 + 4 * i]))
+            .collect();
+        for i in 0..n {
+            let [port, group, ist, sst] = [
+                ports[1 + 4 * i],
+                ports[2 + 4 * i],
+                ports[3 + 4 * i],
+                ports[4 + 4 * i],
+            ];
+            let node_dir = root.join(format!("g{}", i + 1));
+            std::fs::create_dir_all(node_dir.join("data")).map_err(|e| e.to_string())?;
+            let cnf = format!(
+                "[mariadbd]\ndatadir={d}/data\nsocket={d}/sock\npid-file={d}/pid\nport={port}\n\
+                 bind-address=127.0.0.1\nuser=mysql\nlog-error={d}/error.log\nskip-name-resolve\n\
+                 innodb_buffer_pool_size=32M\nbinlog_format=ROW\ndefault_storage_engine=InnoDB\n\
+                 innodb_autoinc_lock_mode=2\nwsrep_on=ON\nwsrep_provider={PROVIDER}\n\
+                 wsrep_cluster_name=tenure-galera\nwsrep_cluster_address=gcomm://{all}\n\
+                 wsrep_node_address=127.0.0.1:{group}\nwsrep_node_name=g{k}\n\
+                 wsrep_provider_options=\"gmcast.listen_addr=tcp://127.0.0.1:{group};\
+                 ist.recv_addr=127.0.0.1:{ist};base_port={group}\"\n\
+                 wsrep_sst_method=rsync\nwsrep_sst_receive_address=127.0.0.1:{sst}\n",
+                d = node_dir.display(),
+                all = gcomm.join(","),
+                k = i + 1,
+            );
+            std::fs::write(node_dir.join("my.cnf"), cnf).map_err(|e| e.to_string())?;
+            chown_tree(&node_dir, mysql.uid.as_raw(), mysql.gid.as_raw())?;
+            let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+            cluster.nodes.push(Node {
+                name: format!("g{}", i + 1),
+                port,
+                client_proxy: Proxy::start(upstream).await.map_err(|e| e.to_string())?,
+                check: Some(
+                    Check::start(format!("mysql://root@127.0.0.1:{port}/mysql"))
+                        .await
+                        .map_err(|e| e.to_string())?,
+                ),
+                dir: node_dir,
+                child: None,
+                alive: true,
+            });
+        }
+        let first = &cluster.nodes[0];
+        let init = Command::new("mariadb-install-db")
+            .arg(format!("--defaults-file={}", first.cnf().display()))
+            .args(["--user=mysql", "--auth-root-authentication-method=normal"])
+            .output()
+            .map_err(|e| format!("mariadb-install-db: {e}"))?;
+        if !init.status.success() {
+            return Err(format!(
+                "mariadb-install-db: {}",
+                String::from_utf8_lossy(&init.stderr)
+            ));
+        }
+        cluster.start_node(0, true)?;
+        let until = tokio::time::Instant::now() + timeout;
+        cluster.wait_synced(0, until).await?;
+        for i in 1..n {
+            cluster.start_node(i, false)?;
+            cluster.wait_synced(i, until).await?;
+        }
+        let cfg = root.join("haproxy.cfg");
+        std::fs::write(&cfg, haproxy_config(cluster.haproxy_port, &cluster.nodes))
+            .map_err(|e| e.to_string())?;
+        cluster.haproxy = Some(spawn(
+            Command::new("haproxy")
+                .arg("-db")
+                .arg("-f")
+                .arg(&cfg)
+                .current_dir(&root),
+            &root.join("haproxy.log"),
+        )?);
+        loop {
+            let last = match write_probe(&cluster.url("mysql"), Duration::from_secs(2)).await {
+                Ok(_) => return Ok(cluster),
+                Err(e) => e,
+            };
+            if tokio::time::Instant::now() >= until {
+                return Err(format!(
+                    "no write through HAProxy within {timeout:?} (last: {last})"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    fn start_node(&mut self, i: usize, bootstrap: bool) -> Result<(), String> {
+        let node = &self.nodes[i];
+        let mut cmd = Command::new(find("mariadbd").ok_or("no mariadbd")?);
+        cmd.arg(format!("--defaults-file={}", node.cnf().display()));
+        if bootstrap {
+            cmd.arg("--wsrep-new-cluster");
+        }
+        let child = spawn(cmd.current_dir(&node.dir), &node.dir.join("mariadbd.out"))?;
+        self.nodes[i].child = Some(child);
+        Ok(())
+    }
+
+    fn direct_url(&self, i: usize, db: &str) -> String {
+        format!("mysql://root@127.0.0.1:{}/{db}", self.nodes[i].port)
+    }
+
+    async fn sql(&self, i: usize, sql: &str) -> Result<(), String> {
+        use sqlx::Connection;
+        let mut c = sqlx::MySqlConnection::connect(&self.direct_url(i, "mysql"))
+            .await
+            .map_err(|e| e.to_string())?;
+        sqlx::query(sql)
+            .execute(&mut c)
+            .await
+            .map_err(|e| format!("{sql}: {e}"))?;
+        Ok(())
+    }
+
+    /// `wsrep_local_state_comment` of node `i`.
+    pub async fn state(&self, i: usize) -> Result<String, String> {
+        use sqlx::Connection;
+        let attempt = async {
+            let mut c = sqlx::MySqlConnection::connect(&self.direct_url(i, "mysql"))
+                .await
+                .map_err(|e| e.to_string())?;
+            let (_, v): (String, String) =
+                sqlx::query_as("SHOW STATUS LIKE 'wsrep_local_state_comment'")
+                    .fetch_one(&mut c)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            Ok::<String, String>(v)
+        };
+        tokio::time::timeout(Duration::from_secs(1), attempt)
+            .await
+            .map_err(|_| "no answer".to_string())?
+    }
+
+    async fn wait_synced(&self, i: usize, until: tokio::time::Instant) -> Result<(), String> {
+        let mut last;
+        loop {
+            match self.state(i).await {
+                Ok(s) if s == "Synced" => return Ok(()),
+                Ok(s) => last = s,
+                Err(e) => last = e,
+            }
+            if tokio::time::Instant::now() >= until {
+                return Err(format!(
+                    "Galera node g{} not synced in time (last: {last})",
+                    i + 1
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.as_ref().expect("the cluster's directory").path()
+    }
+
+    /// A URL of database `db` through HAProxy.
+    pub fn url(&self, db: &str) -> String {
+        format!("mysql://root@127.0.0.1:{}/{db}", self.haproxy_port)
+    }
+
+    /// The node HAProxy sends to: the first one that passes its check.
+    pub async fn primary(&self) -> Option<usize> {
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.alive && healthy(&self.direct_url(i, "mysql")).await {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// Cuts node `i` off from the other nodes (or heals it) with Galera's own switch,
+    /// `gmcast.isolate`: its group traffic stops; its clients still reach it.
+    pub async fn isolate(&self, i: usize, cut: bool) -> Result<(), String> {
+        self.sql(
+            i,
+            &format!(
+                "SET GLOBAL wsrep_provider_options = 'gmcast.isolate={}'",
+                u8::from(cut)
+            ),
+        )
+        .await
+    }
+
+    /// SIGKILLs node `i` (its `mariadbd`).
+    pub fn kill(&mut self, i: usize) {
+        if let Some(c) = self.nodes[i].child.as_mut() {
+            procs::kill_group(c.id() as i32);
+            let _ = c.wait();
+        }
+        self.nodes[i].alive = false;
+    }
+
+    /// Stops node `i` cleanly (`mariadb-admin shutdown`: it leaves the cluster) and waits for
+    /// it to exit.
+    pub async fn shutdown(&mut self, i: usize) -> Result<(), String> {
+        let sock = self.nodes[i].dir.join("sock");
+        let out = tokio::process::Command::new("mariadb-admin")
+            .arg(format!("--socket={}", sock.display()))
+            .args(["-u", "root", "shutdown"])
+            .output()
+            .await
+            .map_err(|e| format!("mariadb-admin: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "mariadb-admin shutdown: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        if let Some(mut c) = self.nodes[i].child.take() {
+            let waited = tokio::task::spawn_blocking(move || {
+                let until = std::time::Instant::now() + Duration::from_secs(30);
+                while std::time::Instant::now() < until {
+                    if let Ok(Some(_)) = c.try_wait() {
+                        return true;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                let _ = c.kill();
+                let _ = c.wait();
+                false
+            })
+            .await
+            .unwrap_or(false);
+            if !waited {
+                return Err("the node did not stop within 30 s".into());
+            }
+        }
+        self.nodes[i].alive = false;
+        Ok(())
+    }
+}
+
+impl Drop for Galera {
+    fn drop(&mut self) {
+        for c in self
+            .nodes
+            .iter_mut()
+            .filter_map(|n| n.child.as_mut())
+            .chain(self.haproxy.as_mut())
+        {
+            procs::kill_group(c.id() as i32);
+            let _ = c.wait();
+        }
+        procs::kill_marked(&self.marker);
+        if let Some(dir) = self.dir.take() {
+            procs::copy_logs(dir.path(), &self.logs);
+        }
+    }
+}
+
+fn haproxy_config(port: u16, nodes: &[Node]) -> String {
+    let mut cfg = format!(
+        "global\n    maxconn 300\n\ndefaults\n    mode tcp\n    timeout connect 1s\n    \
+         timeout client 1h\n    timeout server 1h\n    timeout check 1s\n\n\
+         listen galera\n    bind 127.0.0.1:{port}\n    option httpchk GET /\n    \
+         http-check expect status 200\n    \
+         default-server inter 250ms fall 2 rise 1 on-marked-down shutdown-sessions\n"
+    );
+    for (i, n) in nodes.iter().enumerate() {
+        let a = n.client_proxy.addr();
+        // When g1 is back, the backup's sessions are cut, so that writes never go to two
+        // nodes at once.
+        let backup = if i == 0 {
+            " on-marked-up shutdown-backup-sessions"
+        } else {
+            " backup"
+        };
+        let check = n.check.as_ref().map_or(0, |c| c.port);
+        cfg.push_str(&format!(
+            "    server {} {}:{} maxconn 100 check port {check}{backup}\n",
+            n.name,
+            a.ip(),
+            a.port()
+        ));
+    }
+    cfg
+}
+
+/// Whether the node at `url` is `Synced` in the primary component (what `clustercheck` asks).
+async fn healthy(url: &str) -> bool {
+    use sqlx::Connection;
+    let ask = async {
+        let mut c = sqlx::MySqlConnection::connect(url).await.ok()?;
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SHOW STATUS WHERE Variable_name IN \
+             ('wsrep_local_state_comment', 'wsrep_cluster_status')",
+        )
+        .fetch_all(&mut c)
+        .await
+        .ok()?;
+        let _ = c.close().await;
+        let get = |name: &str| {
+            rows.iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| v.as_str())
+        };
+        Some(
+            get("wsrep_local_state_comment") == Some("Synced")
+                && get("wsrep_cluster_status") == Some("Primary"),
+        )
+    };
+    tokio::time::timeout(Duration::from_millis(800), ask)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(false)
+}
+
+/// A node's HTTP health check for HAProxy: 200 while [`healthy`], 503 otherwise.
+pub struct Check {
+    pub port: u16,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Check {
+    async fn start(url: String) -> std::io::Result<Check> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+        let port = listener.local_addr()?.port();
+        let url = std::sync::Arc::new(url);
+        let task = tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let url = url.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 1024];
+                    let _ = s.read(&mut buf).await;
+                    let answer: &[u8] = if healthy(&url).await {
+                        b"HTTP/1.0 200 OK\r\nContent-Length: 7\r\n\r\nSynced\n"
+                    } else {
+                        b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 11\r\n\r\nnot synced\n"
+                    };
+                    let _ = s.write_all(answer).await;
+                });
+            }
+        });
+        Ok(Check { port, task })
+    }
+}
+
+impl Drop for Check {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// One write through `url` within `timeout`; returns the port of the node that committed it.
+pub async fn write_probe(url: &str, timeout: Duration) -> Result<u16, String> {
+    use sqlx::Connection;
+    let attempt = async {
+        let mut c = sqlx::MySqlConnection::connect(url)
+            .await
+            .map_err(|e| e.to_string())?;
+        sqlx::query(
+            "CREATE TABLE IF NOT EXISTS tf_probe (id INTEGER PRIMARY KEY, n BIGINT NOT NULL) \
+             ENGINE=InnoDB",
+        )
+        .execute(&mut c)
+        .await
+        .map_err(|e| e.to_string())?;
+        sqlx::query("INSERT INTO tf_probe VALUES (1, 1) ON DUPLICATE KEY UPDATE n = n + 1")
+            .execute(&mut c)
+            .await
+            .map_err(|e| e.to_string())?;
+        let port: i64 = sqlx::query_scalar("SELECT CAST(@@port AS SIGNED)")
+            .fetch_one(&mut c)
+            .await
+            .map_err(|e| e.to_string())?;
+        let _ = c.close().await;
+        Ok::<u16, String>(port as u16)
+    };
+    tokio::time::timeout(timeout, attempt)
+        .await
+        .map_err(|_| format!("no write within {timeout:?}"))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn haproxy_sends_everything_to_the_first_node_and_keeps_the_others_as_backups() {
+        let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], 9));
+        let mut nodes = Vec::new();
+        for i in 1..=3 {
+            nodes.push(Node {
+                name: format!("g{i}"),
+                port: 0,
+                client_proxy: Proxy::start(upstream).await.unwrap(),
+                check: None,
+                dir: PathBuf::from("/nonexistent"),
+                child: None,
+                alive: true,
+            });
+        }
+        let cfg = haproxy_config(15000, &nodes);
+        let servers: Vec<&str> = cfg
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("server "))
+            .collect();
+        assert_eq!(servers.len(), 3);
+        assert!(servers[0].starts_with("server g1 ") && !servers[0].ends_with(" backup"));
+        assert!(servers[0].ends_with("on-marked-up shutdown-backup-sessions"));
+        assert!(servers[1..].iter().all(|s| s.ends_with(" backup")));
+        assert!(cfg.contains("option httpchk GET /"));
+        assert!(
+            !cfg.contains("allbackups"),
+            "one backup at a time: one writer"
+        );
+    }
+}

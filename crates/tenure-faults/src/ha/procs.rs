@@ -1,0 +1,266 @@
+//! Processes of a private cluster: the tools it needs, free ports, a tiny HTTP client for the
+//! cluster managers' REST APIs, and teardown by a marker in the command line.
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The first of `names` found on `PATH` (or as given, if absolute).
+pub fn which(name: &str) -> Option<PathBuf> {
+    if name.starts_with('/') {
+        return Path::new(name).exists().then(|| PathBuf::from(name));
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+/// The newest PostgreSQL server binaries under `/usr/lib/postgresql/*/bin`.
+pub fn pg_bin_dir() -> Option<PathBuf> {
+    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir("/usr/lib/postgresql")
+        .ok()?
+        .filter_map(|e| {
+            let e = e.ok()?;
+            let v: u32 = e.file_name().to_str()?.parse().ok()?;
+            let bin = e.path().join("bin");
+            (bin.join("postgres").exists() && bin.join("initdb").exists()).then_some((v, bin))
+        })
+        .collect();
+    versions.sort();
+    versions.pop().map(|(_, bin)| bin)
+}
+
+/// `n` distinct free TCP ports on 127.0.0.1, below the kernel's ephemeral range (32768 and
+/// up), so that no outgoing connection takes one of them before its server binds it; never
+/// 5432 or 3306. Each is held while the others are chosen, then released.
+pub fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
+    use rand::Rng;
+    let mut rng = rand::thread_rng();
+    let mut held = Vec::new();
+    for _ in 0..n * 200 {
+        if held.len() == n {
+            break;
+        }
+        let port: u16 = rng.gen_range(20_000..32_000);
+        if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+            held.push(l);
+        }
+    }
+    if held.len() < n {
+        return Err(std::io::Error::other("no free ports in 20000..32000"));
+    }
+    held.iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect()
+}
+
+/// Copies every `*.log`, `*.cfg` and `*.yml` file under `from` (two levels deep) into `to`,
+/// named by their path (`pg1-patroni.log`): what a failed scenario keeps of its cluster.
+pub fn copy_logs(from: &Path, to: &Path) {
+    let keep = |p: &Path| {
+        p.extension()
+            .is_some_and(|e| ["log", "cfg", "yml", "cnf", "out"].iter().any(|k| e == *k))
+    };
+    let _ = std::fs::create_dir_all(to);
+    let mut dirs = vec![(from.to_path_buf(), String::new())];
+    while let Some((dir, prefix)) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            let name = format!("{prefix}{}", e.file_name().to_string_lossy());
+            if path.is_dir() && prefix.is_empty() {
+                dirs.push((path, format!("{name}-")));
+            } else if path.is_file() && keep(&path) {
+                let _ = std::fs::copy(&path, to.join(name));
+            }
+        }
+    }
+}
+
+/// The status code and body of an HTTP/1.0 request to 127.0.0.1:`port`, within `timeout`.
+pub async fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    timeout: Duration,
+) -> Result<(u16, String), String> {
+    let exchange = async {
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .map_err(|e| e.to_string())?;
+        let body = body.unwrap_or("");
+        let request = format!(
+            "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        s.write_all(request.as_bytes())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut answer = Vec::new();
+        s.read_to_end(&mut answer)
+            .await
+            .map_err(|e| e.to_string())?;
+        let answer = String::from_utf8_lossy(&answer).to_string();
+        let status = answer
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| format!("not an HTTP answer: {answer:.80}"))?;
+        let body = answer
+            .split_once("\r\n\r\n")
+            .map_or(String::new(), |(_, b)| b.to_string());
+        Ok((status, body))
+    };
+    tokio::time::timeout(timeout, exchange)
+        .await
+        .map_err(|_| format!("no answer from port {port} within {timeout:?}"))?
+}
+
+/// The parent pid of `pid`, from `/proc`.
+fn parent(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+fn pids() -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The children of `pid`.
+pub fn children(pid: i32) -> Vec<i32> {
+    pids()
+        .into_iter()
+        .filter(|&p| parent(p) == Some(pid))
+        .collect()
+}
+
+/// SIGKILLs `pid` and, first, notes its children; then SIGKILLs those (PostgreSQL's children
+/// each start a session of their own, so a process group does not reach them).
+pub fn kill_tree(pid: i32) {
+    let kids = children(pid);
+    let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+    for k in kids {
+        let _ = kill(Pid::from_raw(k), Signal::SIGKILL);
+    }
+}
+
+/// SIGKILLs the process group `pgid`.
+pub fn kill_group(pgid: i32) {
+    let _ = kill(Pid::from_raw(-pgid), Signal::SIGKILL);
+}
+
+/// SIGKILLs every process (other than this one) whose command line contains `marker`, until
+/// none is left (at most 5 s); returns how many it killed.
+pub fn kill_marked(marker: &str) -> usize {
+    let me = std::process::id() as i32;
+    let mut killed = 0;
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let marked: Vec<i32> = pids()
+            .into_iter()
+            .filter(|&p| p != me)
+            .filter(|p| {
+                std::fs::read(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+            })
+            .collect();
+        if marked.is_empty() || std::time::Instant::now() > until {
+            return killed;
+        }
+        for p in marked {
+            if kill(Pid::from_raw(p), Signal::SIGKILL).is_ok() {
+                killed += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_ports_are_distinct_and_not_the_system_servers() {
+        let ports = free_ports(9).unwrap();
+        let mut unique = ports.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), 9);
+        assert!(ports.iter().all(|p| (20_000..32_000).contains(p)));
+    }
+
+    #[test]
+    fn kill_marked_kills_the_marked_process_only() {
+        let marker = format!("tenure-ha-test-{:08x}", rand::random::<u32>());
+        let spawn = |arg: &str| {
+            std::process::Command::new("sh")
+                .args(["-c", "sleep 5; true", arg])
+                .spawn()
+                .unwrap()
+        };
+        let mut marked = spawn(&marker);
+        let mut other = spawn("unmarked");
+        // Until it has exec'd, the child shows this test's command line.
+        let cmdline = format!("/proc/{}/cmdline", marked.id());
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        while !std::fs::read(&cmdline).is_ok_and(|c| String::from_utf8_lossy(&c).contains(&marker))
+        {
+            assert!(std::time::Instant::now() < until, "the child never exec'd");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(kill_marked(&marker), 1);
+        let status = marked.wait().unwrap();
+        assert!(!status.success());
+        assert!(
+            other.try_wait().unwrap().is_none(),
+            "the unmarked one lives"
+        );
+        let _ = other.kill();
+        let _ = other.wait();
+    }
+
+    #[tokio::test]
+    async fn http_reads_the_status_and_body() {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .unwrap();
+        let port = listener.local_addr().unwrap().port();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            let n = s.read(&mut buf).await.unwrap();
+            assert!(String::from_utf8_lossy(&buf[..n]).starts_with("POST /switchover HTTP/1.0"));
+            s.write_all(b"HTTP/1.0 412 Precondition Failed\r\nX: y\r\n\r\nno candidate")
+                .await
+                .unwrap();
+        });
+        let answer = http(
+            port,
+            "POST",
+            "/switchover",
+            Some("{}"),
+            Duration::from_secs(2),
+        )
+        .await;
+        assert_eq!(answer, Ok((412, "no candidate".to_string())));
+    }
+}
