@@ -141,6 +141,12 @@ async fn drive(
             nemesis.sessions_killed
         ));
     }
+    if nemesis.pauses_retried > 0 {
+        outcome.notes.push(format!(
+            "{} pauses caught the leader holding SQLite's write lock and were undone and retried",
+            nemesis.pauses_retried
+        ));
+    }
     outcome.issued = history
         .iter()
         .filter(|e| matches!(e.kind, crate::event::Kind::OpIssued { .. }))

@@ -13,6 +13,7 @@ use rand::Rng;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
+use tenure::BackendKind;
 use tokio::time::sleep;
 
 /// Per-scenario nemesis state that outlives one round.
@@ -26,6 +27,8 @@ pub struct Nemesis {
     pub injected: Vec<String>,
     /// Database sessions killed by the sessions fault.
     pub sessions_killed: u64,
+    /// Pauses undone at once because they caught the leader holding SQLite's write lock.
+    pub pauses_retried: u64,
 }
 
 /// The libfaketime preload of Debian's `faketime` package.
@@ -51,6 +54,7 @@ impl Nemesis {
             proxy_turn: 0,
             injected: Vec::new(),
             sessions_killed: 0,
+            pauses_retried: 0,
         }
     }
 
@@ -95,9 +99,15 @@ impl Nemesis {
                 c.spawn(c.nodes[leader].slot)?;
             }
             Fault::Pause => {
-                wait_for_work(&c.nodes[leader].events, ttl).await;
-                self.start(c, "pause", &id);
-                signal(pid, Signal::SIGSTOP)?;
+                let stopped_at = self.stop_outside_write_lock(c, leader, pid).await?;
+                self.injected.push("pause".into());
+                c.nemesis.record_at(
+                    stopped_at,
+                    Kind::FaultStart {
+                        fault: "pause".into(),
+                        target: id.clone(),
+                    },
+                );
                 sleep(ttl * 2).await;
                 signal(pid, Signal::SIGCONT)?;
                 Self::end(c, "pause", &id);
@@ -197,6 +207,44 @@ impl Nemesis {
 }
 
 impl Nemesis {
+    /// SIGSTOPs node `i` while both its loops are inside their work, and returns when it stopped
+    /// (monotonic ns, as the histories count time).
+    ///
+    /// On SQLite a process stopped while it holds the database's write lock blocks every writer,
+    /// its rivals' campaigns included, until it resumes. That is the stop-in-tx scenario, not a crash
+    /// (a killed process's locks are released at once), and P6 promises nothing for it. So a pause
+    /// that catches the write lock is undone at once, before anyone could notice it, and tried
+    /// again; the fault is recorded only for a stop that holds no write lock.
+    async fn stop_outside_write_lock(
+        &mut self,
+        c: &Cluster,
+        i: usize,
+        pid: Pid,
+    ) -> Result<u64, String> {
+        let ttl = c.settings.ttl;
+        let shm = (c.kind == BackendKind::Sqlite).then(|| c.dir.join("faults.db-shm"));
+        for _ in 0..PAUSE_ATTEMPTS {
+            wait_for_work(&c.nodes[i].events, ttl).await;
+            let at = crate::clock::now_ns();
+            signal(pid, Signal::SIGSTOP)?;
+            let Some(shm) = &shm else {
+                return Ok(at);
+            };
+            if !wait_stopped(pid, ttl).await {
+                return Err(format!("{pid} did not stop on SIGSTOP"));
+            }
+            if !holds_sqlite_write_lock(pid, shm)? {
+                return Ok(at);
+            }
+            signal(pid, Signal::SIGCONT)?;
+            self.pauses_retried += 1;
+            sleep(Duration::from_millis(20)).await;
+        }
+        Err(format!(
+            "the leader held SQLite's write lock at each of {PAUSE_ATTEMPTS} pauses"
+        ))
+    }
+
     /// The lock workload has no one leader: let it churn for one to two ttls, then SIGKILL a
     /// random live node and start its slot again at once (with the same holder id where the
     /// scenario shares one), so that its locks are taken only after they expire.
@@ -214,6 +262,47 @@ impl Nemesis {
         Self::end(c, "kill", &id);
         c.spawn(c.nodes[i].slot)
     }
+}
+
+/// How often a pause is retried when it catches the leader holding SQLite's write lock.
+const PAUSE_ATTEMPTS: usize = 20;
+
+/// The byte of a WAL database's `-shm` file that SQLite's writer locks (`WAL_WRITE_LOCK`: the
+/// shared-memory locks start at byte 120 in the unix VFS).
+const SQLITE_WAL_WRITE_LOCK_BYTE: u64 = 120;
+
+/// Whether `pid` holds the write lock of the WAL database whose shared-memory file is `shm`,
+/// from the kernel's table of POSIX locks (`/proc/locks`: `1: POSIX ADVISORY WRITE <pid>
+/// <major>:<minor>:<inode> <start> <end>`).
+fn holds_sqlite_write_lock(pid: Pid, shm: &Path) -> Result<bool, String> {
+    use std::os::unix::fs::MetadataExt;
+    let inode = std::fs::metadata(shm)
+        .map_err(|e| format!("{}: {e}", shm.display()))?
+        .ino();
+    let locks = std::fs::read_to_string("/proc/locks").map_err(|e| format!("/proc/locks: {e}"))?;
+    Ok(locks_hold_write_byte(
+        &locks,
+        pid.as_raw(),
+        inode,
+        SQLITE_WAL_WRITE_LOCK_BYTE,
+    ))
+}
+
+/// Whether the `/proc/locks` text `locks` shows `pid` holding a POSIX write lock over `byte` of
+/// the file with `inode`.
+fn locks_hold_write_byte(locks: &str, pid: i32, inode: u64, byte: u64) -> bool {
+    locks.lines().any(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        // "1:" "POSIX" "ADVISORY" "WRITE" pid "maj:min:inode" start end. A line whose second
+        // field is "->" is a process blocked waiting for that lock: it holds nothing.
+        f.len() >= 8
+            && f[1] == "POSIX"
+            && f[3] == "WRITE"
+            && f[4].parse() == Ok(pid)
+            && f[5].rsplit(':').next().and_then(|n| n.parse().ok()) == Some(inode)
+            && f[6].parse().is_ok_and(|start: u64| start <= byte)
+            && (f[7] == "EOF" || f[7].parse().is_ok_and(|end: u64| byte <= end))
+    })
 }
 
 fn signal(pid: Pid, signal: Signal) -> Result<(), String> {
@@ -328,4 +417,63 @@ fn num_cpus() -> u32 {
     std::thread::available_parallelism()
         .map_or(1, |n| n.get() as u32)
         .min(63)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{holds_sqlite_write_lock, locks_hold_write_byte};
+    use nix::unistd::Pid;
+    use sqlx::Connection;
+
+    /// Lines as the kernel prints them (read off a Python sqlite3 process in `BEGIN IMMEDIATE`).
+    const LOCKS: &str = "\
+1: POSIX  ADVISORY  WRITE 16230 fe:00:10010730 120 120
+2: POSIX  ADVISORY  READ 16230 fe:00:10010730 124 124
+3: POSIX  ADVISORY  READ 16230 fe:00:10010730 128 128
+4: POSIX  ADVISORY  READ 16230 fe:00:10010728 1073741826 1073742335
+4: -> POSIX  ADVISORY  WRITE 16300 fe:00:10010730 120 120
+";
+
+    #[test]
+    fn finds_the_writer_of_the_wal_write_lock() {
+        assert!(locks_hold_write_byte(LOCKS, 16230, 10010730, 120));
+    }
+
+    #[test]
+    fn read_locks_other_files_other_bytes_and_waiters_are_not_the_write_lock() {
+        assert!(!locks_hold_write_byte(LOCKS, 16230, 10010730, 128));
+        assert!(!locks_hold_write_byte(LOCKS, 16230, 10010728, 120));
+        assert!(!locks_hold_write_byte(LOCKS, 4242, 10010730, 120));
+        // The "->" line is a process waiting for the lock: it does not hold it.
+        assert!(!locks_hold_write_byte(LOCKS, 16300, 10010730, 120));
+    }
+
+    /// Against the kernel's real lock table: this process holds the write lock exactly while a
+    /// write transaction of its own is open.
+    #[tokio::test]
+    async fn sees_this_process_hold_the_write_lock_only_inside_a_write_transaction() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!(
+            "sqlite://{}?mode=rwc",
+            dir.path().join("faults.db").display()
+        );
+        let mut db = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        for sql in ["PRAGMA journal_mode = WAL", "CREATE TABLE t (x INTEGER)"] {
+            sqlx::query(sql).execute(&mut db).await.unwrap();
+        }
+        let shm = dir.path().join("faults.db-shm");
+        let me = Pid::this();
+        assert!(!holds_sqlite_write_lock(me, &shm).unwrap());
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut db)
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO t VALUES (1)")
+            .execute(&mut db)
+            .await
+            .unwrap();
+        assert!(holds_sqlite_write_lock(me, &shm).unwrap());
+        sqlx::query("COMMIT").execute(&mut db).await.unwrap();
+        assert!(!holds_sqlite_write_lock(me, &shm).unwrap());
+    }
 }
