@@ -76,7 +76,7 @@ pub enum Error {
     Timeout(Duration),
 
     /// Any other database failure. Its effect may be unknown (e.g. a dropped commit).
-    #[error("database error: {0}")]
+    #[error("database error: {0}{hint}", hint = pooler_hint(.0))]
     Database(#[from] sqlx::Error),
 
     /// A stored row could not be understood.
@@ -115,6 +115,19 @@ pub enum Error {
     /// The elector's task has stopped.
     #[error("the elector has shut down")]
     Shutdown,
+}
+
+/// PostgreSQL's "prepared statement already exists" (42P05) and "does not exist" (26000) on a
+/// store without `?pooler=transaction`: named statements met another client's on a server that
+/// a transaction-mode pooler shares.
+fn pooler_hint(err: &sqlx::Error) -> &'static str {
+    match err {
+        sqlx::Error::Database(db) if matches!(db.code().as_deref(), Some("42P05" | "26000")) => {
+            " (the server is probably behind a transaction-mode pooler such as PgBouncer with \
+             pool_mode = transaction: add ?pooler=transaction to the database URL)"
+        }
+        _ => "",
+    }
 }
 
 /// `Result` with tenure's [`Error`].

@@ -20,11 +20,13 @@ pub trait FenceDatabase: sqlx::Database + sealed::Sealed {
     /// The engine, checked against the guard's store.
     const KIND: BackendKind;
 
-    /// Runs the fence statement `sql` on `executor`; whether it returned a row.
+    /// Runs the fence statement `sql` on `executor` (`persistent`: as a named, cached
+    /// statement; not behind a transaction pooler); whether it returned a row.
     #[doc(hidden)]
     fn fence_row<'e, 'c: 'e, X>(
         executor: X,
         sql: &'e str,
+        persistent: bool,
         name: &'e str,
         holder: &'e str,
         term: i64,
@@ -49,6 +51,7 @@ macro_rules! fence_database {
             fn fence_row<'e, 'c: 'e, X>(
                 executor: X,
                 sql: &'e str,
+                persistent: bool,
                 name: &'e str,
                 holder: &'e str,
                 term: i64,
@@ -58,6 +61,7 @@ macro_rules! fence_database {
             {
                 Box::pin(async move {
                     let row = sqlx::query(sql)
+                        .persistent(persistent)
                         .bind(name)
                         .bind(holder)
                         .bind(term)
@@ -79,6 +83,9 @@ fence_database!("sqlite", sqlx::Sqlite, BackendKind::Sqlite);
 pub(crate) struct Fence {
     pub kind: BackendKind,
     pub sql: Arc<str>,
+    /// Whether the statement may be named (prepared and cached); not behind a transaction
+    /// pooler, where the caller's transaction is on a server other clients share too.
+    pub persistent: bool,
 }
 
 impl Fence {
@@ -118,9 +125,15 @@ impl Fence {
             value: term.to_string(),
             rule: "must fit a signed 64-bit integer",
         })?;
-        let held =
-            <X::Database as FenceDatabase>::fence_row(executor, &fence.sql, name, holder, term_i64)
-                .await?;
+        let held = <X::Database as FenceDatabase>::fence_row(
+            executor,
+            &fence.sql,
+            fence.persistent,
+            name,
+            holder,
+            term_i64,
+        )
+        .await?;
         if held {
             Ok(())
         } else {

@@ -121,6 +121,7 @@ impl Store {
         let fence = backend.fence_sql().map(|sql| Fence {
             kind: backend.kind(),
             sql: sql.into(),
+            persistent: !backend.transaction_pooler(),
         });
         Store {
             backend,

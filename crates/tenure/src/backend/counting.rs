@@ -149,6 +149,10 @@ impl Backend for CountingBackend {
     fn fence_sql(&self) -> Option<String> {
         self.inner.fence_sql()
     }
+    fn transaction_pooler(&self) -> bool {
+        self.inner.transaction_pooler()
+    }
+
     fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
         self.inner.subscribe()
     }

@@ -124,8 +124,16 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
         None
     }
 
+    /// Whether the database is reached through a transaction-mode pooler (`?pooler=transaction`):
+    /// then the fence statement must run unnamed (not prepared and cached) in the caller's
+    /// transaction too.
+    fn transaction_pooler(&self) -> bool {
+        false
+    }
+
     /// Names whose lease was released, demoted, handed over, resumed or acquired, as the
-    /// database pushes them (PostgreSQL LISTEN/NOTIFY). `None` where the engine cannot push.
+    /// database pushes them (PostgreSQL LISTEN/NOTIFY). `None` where the engine cannot push,
+    /// or does not listen (behind a transaction pooler without a notify URL).
     fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
         None
     }

@@ -1,11 +1,13 @@
 //! Options that apply to every backend.
 
+use crate::backend::RedactedUrl;
 use crate::error::Result;
 use crate::validate;
+use std::fmt;
 use std::time::Duration;
 
 /// How a [`Store`](crate::Store) connects and where it keeps its tables.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct StoreOptions {
     /// Prefix of the table names (`<prefix>lease`, `<prefix>history`, `<prefix>tick`,
     /// `<prefix>schema`).
@@ -20,8 +22,32 @@ pub struct StoreOptions {
     pub history_retention: Option<Duration>,
     /// Bound on connecting and on each call made through [`Store`](crate::Store).
     pub timeout: Duration,
-    /// Connections in the pool (PostgreSQL also holds one more for LISTEN).
+    /// Connections in the pool (PostgreSQL also holds one more for LISTEN, unless
+    /// [`notify_url`](StoreOptions::notify_url) is set).
     pub max_connections: u32,
+    /// PostgreSQL: a direct URL (no transaction-mode pooler in between) on which to LISTEN for
+    /// lease changes, so that followers are woken at once on a release, demote, handover or
+    /// resume. Needed for push notifications when the database URL goes through a
+    /// transaction-mode pooler (`?pooler=transaction`), where LISTEN cannot work: without it
+    /// followers poll, every renew interval. Unreachable, or not PostgreSQL: connecting fails.
+    /// Default `None`: LISTEN on the database URL itself, unless it names a transaction pooler.
+    pub notify_url: Option<String>,
+}
+
+impl fmt::Debug for StoreOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoreOptions")
+            .field("table_prefix", &self.table_prefix)
+            .field("auto_create", &self.auto_create)
+            .field("history_retention", &self.history_retention)
+            .field("timeout", &self.timeout)
+            .field("max_connections", &self.max_connections)
+            .field(
+                "notify_url",
+                &self.notify_url.as_deref().map(RedactedUrl::new),
+            )
+            .finish()
+    }
 }
 
 impl Default for StoreOptions {
@@ -32,6 +58,7 @@ impl Default for StoreOptions {
             history_retention: Some(Duration::from_secs(30 * 24 * 3600)),
             timeout: Duration::from_secs(5),
             max_connections: 8,
+            notify_url: None,
         }
     }
 }
@@ -61,6 +88,13 @@ impl StoreOptions {
         self
     }
 
+    /// Sets the direct PostgreSQL URL to LISTEN on (see
+    /// [`notify_url`](StoreOptions::notify_url)).
+    pub fn notify_url(mut self, url: impl Into<String>) -> Self {
+        self.notify_url = Some(url.into());
+        self
+    }
+
     pub(crate) fn validate(&self) -> Result<()> {
         validate::table_prefix(&self.table_prefix)
     }
@@ -68,5 +102,18 @@ impl StoreOptions {
     pub(crate) fn retention_us(&self) -> Option<i64> {
         self.history_retention
             .map(|d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn debug_hides_the_notify_password() {
+        let options = super::StoreOptions::default().notify_url("postgres://u:s3cret@db/x");
+        let shown = format!("{options:?}");
+        assert!(
+            !shown.contains("s3cret") && shown.contains("u:***@db"),
+            "{shown}"
+        );
     }
 }

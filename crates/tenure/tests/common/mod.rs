@@ -27,12 +27,52 @@ pub fn sqlite_url() -> String {
     format!("sqlite://{}", file.display())
 }
 
-pub fn url_for(kind: BackendKind) -> String {
-    match kind {
-        BackendKind::Postgres => postgres_url(),
-        BackendKind::MySql => mysql_url(),
-        BackendKind::Sqlite => sqlite_url(),
-        other => panic!("no test database on {other}"),
+/// PostgreSQL through PgBouncer in transaction mode (`scripts/pgbouncer.sh start`).
+pub fn pgbouncer_url() -> String {
+    std::env::var("TENURE_TEST_PGBOUNCER_URL").unwrap_or_else(|_| {
+        "postgres://postgres@127.0.0.1:6432/test?pooler=transaction".to_string()
+    })
+}
+
+/// Where a test runs: one of the three engines, or PostgreSQL behind PgBouncer in transaction
+/// mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    Engine(BackendKind),
+    PgBouncer,
+}
+
+impl From<BackendKind> for Target {
+    fn from(kind: BackendKind) -> Target {
+        Target::Engine(kind)
+    }
+}
+
+impl Target {
+    pub fn kind(self) -> BackendKind {
+        match self {
+            Target::Engine(kind) => kind,
+            Target::PgBouncer => BackendKind::Postgres,
+        }
+    }
+}
+
+pub fn url_for(target: impl Into<Target>) -> String {
+    match target.into() {
+        Target::PgBouncer => pgbouncer_url(),
+        Target::Engine(BackendKind::Postgres) => postgres_url(),
+        Target::Engine(BackendKind::MySql) => mysql_url(),
+        Target::Engine(BackendKind::Sqlite) => sqlite_url(),
+        Target::Engine(other) => panic!("no test database on {other}"),
+    }
+}
+
+/// A URL on the target of `store`, for a second store there (SQLite: a fresh file).
+pub fn url_of(store: &Store) -> String {
+    if store.url().as_str().contains("pooler=transaction") {
+        pgbouncer_url()
+    } else {
+        url_for(store.kind())
     }
 }
 
@@ -50,19 +90,28 @@ pub fn options() -> StoreOptions {
 
 /// Connects to `url`, or returns `None` with a printed reason when the server is unreachable
 /// and we are not under CI (where that is a failure).
-pub async fn connect(kind: BackendKind, url: &str, options: StoreOptions) -> Option<Store> {
+pub async fn connect(target: impl Into<Target>, url: &str, options: StoreOptions) -> Option<Store> {
+    let target = target.into();
+    let what = match target {
+        Target::PgBouncer => "PgBouncer (scripts/pgbouncer.sh start)".to_string(),
+        Target::Engine(kind) => kind.to_string(),
+    };
     match Store::connect_with(url, options).await {
         Ok(store) => Some(store),
-        Err(e) if kind != BackendKind::Sqlite && std::env::var("CI").as_deref() != Ok("true") => {
-            eprintln!("SKIPPED: {kind} server not reachable ({e}); set CI=true to make this fail");
+        Err(e)
+            if target.kind() != BackendKind::Sqlite
+                && std::env::var("CI").as_deref() != Ok("true") =>
+        {
+            eprintln!("SKIPPED: {what} not reachable ({e}); set CI=true to make this fail");
             None
         }
-        Err(e) => panic!("{kind} backend unavailable: {e}"),
+        Err(e) => panic!("{what} unavailable: {e}"),
     }
 }
 
-/// A store on `kind` with default test options.
-pub async fn store(kind: BackendKind) -> Option<Store> {
-    let url = url_for(kind);
-    connect(kind, &url, options()).await
+/// A store on `target` with default test options.
+pub async fn store(target: impl Into<Target>) -> Option<Store> {
+    let target = target.into();
+    let url = url_for(target);
+    connect(target, &url, options()).await
 }

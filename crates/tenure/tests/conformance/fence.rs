@@ -20,22 +20,32 @@ macro_rules! fence_tests {
                 backend.migrate().await.unwrap();
                 let store = Store::from_backend(backend.clone(), Duration::from_secs(30));
                 let table = common::unique("app").replace('-', "_");
+                // The application's own statements are written as an application behind a
+                // transaction-mode pooler must write them: unnamed, and in a transaction.
+                let mut tx = backend.pool().begin().await.unwrap();
                 sqlx::query(&format!("CREATE TABLE {table} (v VARCHAR(40) NOT NULL)"))
-                    .execute(backend.pool())
+                    .persistent(false)
+                    .execute(&mut *tx)
                     .await
                     .unwrap();
+                tx.commit().await.unwrap();
                 Some((backend, store, table))
             }
 
             async fn rows(backend: &$backend, table: &str) -> i64 {
-                sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
-                    .fetch_one(backend.pool())
+                let mut tx = backend.pool().begin().await.unwrap();
+                let count = sqlx::query_scalar(&format!("SELECT COUNT(*) FROM {table}"))
+                    .persistent(false)
+                    .fetch_one(&mut *tx)
                     .await
-                    .unwrap()
+                    .unwrap();
+                tx.commit().await.unwrap();
+                count
             }
 
             async fn insert(tx: &mut sqlx::Transaction<'_, $db>, table: &str, v: &str) {
                 sqlx::query(&format!("INSERT INTO {table} (v) VALUES ('{v}')"))
+                    .persistent(false)
                     .execute(&mut **tx)
                     .await
                     .unwrap();
@@ -158,11 +168,15 @@ macro_rules! fence_tests {
                 let sql = store.fence_sql().expect("an SQL store has a fence").to_string();
                 assert_eq!(
                     sql,
-                    tenure::backend::fence_sql($kind, &common::options().table_prefix).unwrap()
+                    tenure::backend::fence_sql(
+                        common::Target::from($kind).kind(),
+                        &common::options().table_prefix
+                    ).unwrap()
                 );
                 for (holder, term, expected) in [("a", 1_i64, 1usize), ("a", 2, 0), ("b", 1, 0)] {
                     let mut tx = backend.pool().begin().await.unwrap();
                     let found = sqlx::query(&sql)
+                        .persistent(false)
                         .bind(&name)
                         .bind(holder)
                         .bind(term)

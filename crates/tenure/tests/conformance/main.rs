@@ -1,5 +1,7 @@
 //! The conformance suite: every test here runs once per backend (SQLite always; PostgreSQL
-//! and MariaDB/MySQL where their servers are, and always under `CI=true`).
+//! and MariaDB/MySQL where their servers are, and always under `CI=true`), and once more on
+//! PostgreSQL through PgBouncer in transaction mode (`?pooler=transaction`, no LISTEN:
+//! followers poll; `TENURE_TEST_PGBOUNCER_URL`, started by `scripts/pgbouncer.sh start`).
 
 #[path = "../common/mod.rs"]
 mod common;
@@ -33,6 +35,7 @@ macro_rules! for_every_backend {
         conformance!(sqlite, tenure::BackendKind::Sqlite, $($tests)*);
         conformance!(postgres, tenure::BackendKind::Postgres, $($tests)*);
         conformance!(mysql, tenure::BackendKind::MySql, $($tests)*);
+        conformance!(pgbouncer, crate::common::Target::PgBouncer, $($tests)*);
     };
 }
 
@@ -88,11 +91,23 @@ fence_tests!(
     sqlx::MySql,
     tenure::BackendKind::MySql
 );
+fence_tests!(
+    fence_pgbouncer,
+    tenure::backend::postgres::PostgresBackend,
+    sqlx::Postgres,
+    common::Target::PgBouncer
+);
 
 stall_tests!(
     stall_postgres,
     tenure::backend::postgres::PostgresBackend,
     tenure::BackendKind::Postgres,
+    "$1"
+);
+stall_tests!(
+    stall_pgbouncer,
+    tenure::backend::postgres::PostgresBackend,
+    common::Target::PgBouncer,
     "$1"
 );
 stall_tests!(

@@ -469,7 +469,7 @@ pub async fn terms_strictly_increase(store: Store) {
 pub async fn schema_switch_and_bad_connections(store: Store) {
     use tenure::{BackendKind, StoreOptions};
     let kind = store.backend().kind();
-    let url = crate::common::url_for(kind);
+    let url = crate::common::url_of(&store);
     let prefix = format!("t{}_", unique("p").replace('-', "_").to_lowercase());
     let manual = StoreOptions::default()
         .table_prefix(&prefix)

@@ -28,12 +28,15 @@ macro_rules! stall_tests {
                 let name = common::unique("stall");
                 campaign(&store, &name, "a", 300).await;
 
-                // "a" stops in the middle of its next renewal, holding the row lock.
-                let mut stalled = backend.pool().begin().await.unwrap();
+                // "a" stops in the middle of its next renewal, holding the row lock (in a
+                // transaction begun as tenure begins its own: behind a transaction pooler the
+                // server's timeouts are set there, per transaction).
+                let mut stalled = backend.begin().await.unwrap();
                 sqlx::query(&format!(
                     "SELECT term FROM tenure_lease WHERE name = {} FOR UPDATE",
                     $param
                 ))
+                .persistent(false)
                 .bind(&name)
                 .fetch_one(&mut *stalled)
                 .await

@@ -49,7 +49,10 @@ impl Engine for MySql {
     type Database = sqlx::MySql;
     const KIND: BackendKind = BackendKind::MySql;
     const NAME: &'static str = "MySqlBackend";
-    const BEGIN: &'static str = "BEGIN";
+
+    fn begin(&self) -> std::borrow::Cow<'static, str> {
+        "BEGIN".into()
+    }
 
     fn dialect() -> Dialect {
         Dialect {
@@ -81,6 +84,7 @@ impl Engine for MySql {
         url: &str,
         redacted: &RedactedUrl,
         options: &StoreOptions,
+        _pooled: bool,
     ) -> Result<(MySqlPool, MySql)> {
         let normalized = match url.strip_prefix("mariadb:") {
             Some(rest) => format!("mysql:{rest}"),

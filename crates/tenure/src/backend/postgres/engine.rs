@@ -3,11 +3,13 @@
 
 use super::one_statement::{self, CycleStatements};
 use crate::backend::sql::{Dialect, Engine, SqlBackend};
+use crate::backend::url::{split_pooler, Pooler};
 use crate::backend::{Applied, BackendKind, RedactedUrl, StoreOptions};
 use crate::error::{Error, Result};
 use crate::model::Op;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::PgPool;
+use std::borrow::Cow;
 use std::str::FromStr;
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
@@ -50,14 +52,19 @@ const SCHEMA: &[&str] = &[
 pub struct Postgres {
     /// The lock cycle's two one-statement operations.
     pub(super) cycle: CycleStatements,
-    notifications: broadcast::Sender<String>,
+    /// `BEGIN`, or behind a transaction pooler `BEGIN; SET LOCAL …` (one round trip).
+    begin: Cow<'static, str>,
+    /// `None` where nothing listens (a transaction pooler and no notify URL).
+    notifications: Option<broadcast::Sender<String>>,
     /// Forwards `pg_notify` to `notifications`; aborted when the backend is dropped.
-    listener: JoinHandle<()>,
+    listener: Option<JoinHandle<()>>,
 }
 
 impl Drop for Postgres {
     fn drop(&mut self) {
-        self.listener.abort();
+        if let Some(listener) = &self.listener {
+            listener.abort();
+        }
     }
 }
 
@@ -65,7 +72,10 @@ impl Engine for Postgres {
     type Database = sqlx::Postgres;
     const KIND: BackendKind = BackendKind::Postgres;
     const NAME: &'static str = "PostgresBackend";
-    const BEGIN: &'static str = "BEGIN";
+
+    fn begin(&self) -> Cow<'static, str> {
+        self.begin.clone()
+    }
 
     fn dialect() -> Dialect {
         Dialect {
@@ -98,22 +108,36 @@ impl Engine for Postgres {
         url: &str,
         redacted: &RedactedUrl,
         options: &StoreOptions,
+        pooled: bool,
     ) -> Result<(PgPool, Postgres)> {
-        let connect = PgConnectOptions::from_str(url).map_err(|e| Error::BadUrl {
+        let mut connect = PgConnectOptions::from_str(url).map_err(|e| Error::BadUrl {
             url: redacted.to_string(),
             reason: e.to_string(),
         })?;
+        if pooled {
+            // A startup parameter PgBouncer refuses unless told to ignore it; tenure reads no
+            // floating-point values.
+            connect = connect.extra_float_digits(None);
+        }
         let connect_error = |source| Error::Connect {
             url: redacted.to_string(),
             source,
         };
         // A holder stopped (SIGSTOP, a VM pause) inside its transaction would hold the row lock
         // and block every other candidate for as long as it is stopped: the server ends such
-        // sessions after the store's timeout, and no lock wait outlasts it either.
+        // sessions after the store's timeout, and no lock wait outlasts it either. Behind a
+        // transaction pooler a session setting would leak to other clients of the server (or
+        // be lost): there each transaction sets them for itself, in its BEGIN.
         let session_ms = options.timeout.as_millis().max(1);
+        let settings = format!(
+            "lock_timeout = {session_ms}; SET LOCAL idle_in_transaction_session_timeout = \
+             {session_ms}"
+        );
         crate::backend::probe(&connect, options.timeout, redacted).await?;
-        let pool = PgPoolOptions::new()
-            .after_connect(move |conn, _| {
+        let listen_here = !pooled && options.notify_url.is_none();
+        let mut pool = PgPoolOptions::new();
+        if !pooled {
+            pool = pool.after_connect(move |conn, _| {
                 Box::pin(async move {
                     let set = format!(
                         "SET idle_in_transaction_session_timeout = {session_ms}; \
@@ -122,24 +146,54 @@ impl Engine for Postgres {
                     sqlx::Executor::execute(conn, set.as_str()).await?;
                     Ok(())
                 })
-            })
-            // One more than asked for: the listener keeps one for itself.
-            .max_connections(options.max_connections + 1)
+            });
+        }
+        let pool = pool
+            // One more than asked for where the listener keeps one for itself.
+            .max_connections(options.max_connections + u32::from(listen_here))
             .acquire_timeout(options.timeout)
             .connect_with(connect)
             .await
             .map_err(connect_error)?;
         let channel = format!("{}lease", options.table_prefix);
-        let mut listener = PgListener::connect_with(&pool)
-            .await
-            .map_err(connect_error)?;
-        listener.listen(&channel).await.map_err(connect_error)?;
-        let (notifications, _) = broadcast::channel(1024);
-        let listener = tokio::spawn(forward(listener, notifications.clone()));
+        let listener = match &options.notify_url {
+            Some(notify) => Some(listen_on(notify, &channel, options).await?),
+            None if listen_here => {
+                let mut listener = PgListener::connect_with(&pool)
+                    .await
+                    .map_err(connect_error)?;
+                listener.listen(&channel).await.map_err(connect_error)?;
+                Some(listener)
+            }
+            None => {
+                tracing::info!(
+                    url = %redacted,
+                    "behind a transaction-mode pooler tenure cannot LISTEN (it needs a session): \
+                     followers notice a released lease by polling, every renew interval; for \
+                     push notifications give a direct PostgreSQL URL with --notify-url \
+                     (StoreOptions::notify_url)"
+                );
+                None
+            }
+        };
+        let (notifications, listener) = match listener {
+            Some(listener) => {
+                let (notifications, _) = broadcast::channel(1024);
+                let task = tokio::spawn(forward(listener, notifications.clone()));
+                (Some(notifications), Some(task))
+            }
+            None => (None, None),
+        };
+        let begin = if pooled {
+            Cow::Owned(format!("BEGIN; SET LOCAL {settings}"))
+        } else {
+            Cow::Borrowed("BEGIN")
+        };
         Ok((
             pool,
             Postgres {
                 cycle: CycleStatements::new(&options.table_prefix, &Self::dialect()),
+                begin,
                 notifications,
                 listener,
             },
@@ -158,8 +212,58 @@ impl Engine for Postgres {
     }
 
     fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
-        Some(self.notifications.subscribe())
+        self.notifications
+            .as_ref()
+            .map(broadcast::Sender::subscribe)
     }
+}
+
+/// LISTENs on `channel` on the notify URL `url`: a direct PostgreSQL server (or a
+/// session-mode pool), never a transaction pooler.
+async fn listen_on(url: &str, channel: &str, options: &StoreOptions) -> Result<PgListener> {
+    let redacted = RedactedUrl::new(url);
+    let shown = format!("{redacted} (the notify URL)");
+    let bad = |reason: String| Error::BadUrl {
+        url: shown.clone(),
+        reason,
+    };
+    if BackendKind::check_url(url).ok() != Some(BackendKind::Postgres) {
+        return Err(bad(
+            "notifications come from PostgreSQL's LISTEN: give a postgres:// URL of the same \
+             database, connecting directly"
+                .to_string(),
+        ));
+    }
+    let (stripped, pooler) = split_pooler(url).map_err(&bad)?;
+    if pooler == Pooler::Transaction {
+        return Err(bad(
+            "LISTEN needs a session of its own: give a direct URL (or a session-mode pool), \
+             not a transaction pooler"
+                .to_string(),
+        ));
+    }
+    let connect = PgConnectOptions::from_str(&stripped).map_err(|e| bad(e.to_string()))?;
+    let connect_error = |source| Error::Connect {
+        url: shown.clone(),
+        source,
+    };
+    crate::backend::probe(&connect, options.timeout, &redacted)
+        .await
+        .map_err(|e| match e {
+            Error::Connect { source, .. } => connect_error(source),
+            other => other,
+        })?;
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(options.timeout)
+        .connect_with(connect)
+        .await
+        .map_err(connect_error)?;
+    let mut listener = PgListener::connect_with(&pool)
+        .await
+        .map_err(connect_error)?;
+    listener.listen(channel).await.map_err(connect_error)?;
+    Ok(listener)
 }
 
 /// Forwards notifications to subscribers. `PgListener` reconnects by itself after an error;

@@ -55,7 +55,8 @@ pub(super) async fn run(
             ttl_ms,
             metadata,
             ..
-        } => sqlx::query(&backend.engine.cycle.acquire)
+        } => backend
+            .query(&backend.engine.cycle.acquire)
             .bind(name)
             .bind(candidate)
             .bind(*ttl_ms as i64)
@@ -66,7 +67,8 @@ pub(super) async fn run(
             term,
             at_least_ms,
             reason,
-        } => sqlx::query(&backend.engine.cycle.release)
+        } => backend
+            .query(&backend.engine.cycle.release)
             .bind(name)
             .bind(candidate)
             .bind(*term as i64)
@@ -91,7 +93,8 @@ pub(super) async fn run(
     {
         // The acquisition has committed: a failed prune must not make it look failed (the
         // caller would give up a tenure it holds). The next due prune deletes the rows.
-        let pruned = sqlx::query(&backend.stmts.prune_history)
+        let pruned = backend
+            .query(&backend.stmts.prune_history)
             .bind(name)
             .bind(now.0.saturating_sub(keep))
             .execute(&backend.pool)

@@ -4,10 +4,13 @@
 
 use super::dialect::Dialect;
 use super::statements::Statements;
+use crate::backend::url::{split_pooler, Pooler};
 use crate::backend::{Applied, BackendKind, RedactedUrl, StoreOptions};
+use crate::error::Error;
 use crate::error::Result;
 use crate::fence::{Fence, FenceDatabase};
 use crate::model::Op;
+use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
 use tokio::sync::broadcast;
@@ -23,6 +26,9 @@ pub struct SqlBackend<E: Engine> {
     pub(in crate::backend) url: RedactedUrl,
     /// How long history is kept, in microseconds; `None` keeps it all.
     pub(in crate::backend) retention_us: Option<i64>,
+    /// Reached through a transaction-mode pooler (`?pooler=transaction`): every statement is
+    /// unnamed and runs inside an explicit transaction, which pins one server.
+    pub(in crate::backend) pooled: bool,
     pub(in crate::backend) engine: E,
 }
 
@@ -31,21 +37,67 @@ impl<E: Engine> SqlBackend<E> {
     /// MySQL/MariaDB server (`mysql://` or `mariadb://`), or an SQLite file (created if
     /// missing). Neither creates nor checks the tables.
     ///
+    /// A PostgreSQL URL may end in tenure's own option `?pooler=transaction` (behind PgBouncer
+    /// in transaction mode and other transaction poolers: unnamed statements, each in a
+    /// transaction, per-transaction settings, no LISTEN unless
+    /// [`StoreOptions::notify_url`] is set); `pooler=session` is the same as a direct
+    /// connection.
+    ///
     /// # Errors
     /// [`Error::BadUrl`](crate::Error::BadUrl) for a URL sqlx cannot read,
-    /// [`Error::Connect`](crate::Error::Connect) if the server cannot be
+    /// [`Error::Connect`](crate::Error::Connect) if the server (or the notify URL's) cannot be
     /// reached or refuses the credentials, or the file cannot be opened.
     pub async fn connect(url: &str, options: &StoreOptions) -> Result<Self> {
         options.validate()?;
         let redacted = RedactedUrl::new(url);
-        let (pool, engine) = E::open(url, &redacted, options).await?;
+        let bad_url = |reason: String| Error::BadUrl {
+            url: redacted.to_string(),
+            reason,
+        };
+        let (stripped, pooler) = split_pooler(url).map_err(bad_url)?;
+        if pooler == Pooler::Transaction && E::KIND != BackendKind::Postgres {
+            return Err(bad_url(format!(
+                "pooler=transaction is for PostgreSQL behind PgBouncer and other transaction \
+                 poolers; {} has no such option",
+                E::KIND
+            )));
+        }
+        if let (Some(notify), false) = (&options.notify_url, E::KIND == BackendKind::Postgres) {
+            return Err(Error::BadUrl {
+                url: RedactedUrl::new(notify).to_string(),
+                reason: format!(
+                    "a notify URL is for PostgreSQL's LISTEN; {} has no notifications: \
+                     leave it out",
+                    E::KIND
+                ),
+            });
+        }
+        let pooled = pooler == Pooler::Transaction;
+        let (pool, engine) = E::open(&stripped, &redacted, options, pooled).await?;
         Ok(SqlBackend {
             pool,
             stmts: Statements::new(&options.table_prefix, &E::dialect()),
             url: redacted,
             retention_us: options.retention_us(),
+            pooled,
             engine,
         })
+    }
+
+    /// Begins a transaction on the store's pool as tenure begins its own: behind a
+    /// transaction-mode pooler with the store's per-transaction settings (`SET LOCAL
+    /// lock_timeout` and `idle_in_transaction_session_timeout`, which elsewhere are set per
+    /// connection); on SQLite `BEGIN IMMEDIATE`. For the caller's own fenced writes.
+    ///
+    /// # Errors
+    /// Database errors.
+    pub async fn begin(&self) -> Result<sqlx::Transaction<'static, E::Database>> {
+        Ok(self.pool.begin_with(self.engine.begin()).await?)
+    }
+
+    /// Whether the store talks through a transaction-mode pooler (`?pooler=transaction`).
+    pub fn transaction_pooler(&self) -> bool {
+        self.pooled
     }
 
     /// The connection pool, for the caller's own transactions (e.g. with the backend's
@@ -80,6 +132,7 @@ where
         let fence = Fence {
             kind: E::KIND,
             sql: self.stmts.fence.as_str().into(),
+            persistent: !self.pooled,
         };
         Fence::check(Some(&fence), &mut **tx, name, candidate, term).await
     }
@@ -111,14 +164,16 @@ pub trait Engine: Sized + Send + Sync + 'static {
     /// The name users know the backend by (`PostgresBackend`), for `Debug`.
     const NAME: &'static str;
 
-    /// The statement that opens a write transaction.
-    const BEGIN: &'static str;
+    /// The statement that opens a transaction (behind a transaction-mode pooler, with the
+    /// settings other engines make per connection).
+    fn begin(&self) -> Cow<'static, str>;
 
     /// How this engine spells the SQL.
     fn dialect() -> Dialect;
 
-    /// Connects a pool to `url` (its password hidden in `redacted`), set up as `options` ask,
-    /// and starts what the engine runs beside it.
+    /// Connects a pool to `url` (its password hidden in `redacted`; tenure's own `pooler`
+    /// option already removed), set up as `options` ask, and starts what the engine runs beside
+    /// it. `pooled`: through a transaction-mode pooler (only PostgreSQL is opened so).
     ///
     /// # Errors
     /// [`Error::BadUrl`](crate::Error::BadUrl) for a URL sqlx cannot read,
@@ -127,6 +182,7 @@ pub trait Engine: Sized + Send + Sync + 'static {
         url: &str,
         redacted: &RedactedUrl,
         options: &StoreOptions,
+        pooled: bool,
     ) -> impl Future<Output = Result<(sqlx::Pool<Self::Database>, Self)>> + Send;
 
     /// Decides `op` in one autocommitted statement where the engine can; `None` where the

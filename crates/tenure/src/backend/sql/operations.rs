@@ -11,6 +11,7 @@ use super::statements::{RENEW_CHUNK, SCHEMA_VERSION};
 use crate::backend::{Applied, Backend, BackendKind, HistoryEntry, RedactedUrl, Renewed, Snapshot};
 use crate::error::{Error, Result};
 use crate::model::{decide, DbTime, Lease, Op};
+use sqlx::database::HasStatementCache;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Row, Type};
 use tokio::sync::broadcast;
 
@@ -18,6 +19,7 @@ use tokio::sync::broadcast;
 
 impl<E: Engine> SqlBackend<E>
 where
+    E::Database: HasStatementCache,
     for<'c> &'c mut <E::Database as Database>::Connection: Executor<'c, Database = E::Database>,
     for<'q> <E::Database as Database>::Arguments<'q>: IntoArguments<'q, E::Database>,
     for<'a> &'a str:
@@ -27,6 +29,32 @@ where
     for<'a> i64: Encode<'a, E::Database> + Decode<'a, E::Database> + Type<E::Database>,
     for<'a> bool: Encode<'a, E::Database> + Decode<'a, E::Database> + Type<E::Database>,
 {
+    /// Every statement tenure sends on this store: behind a transaction-mode pooler unnamed
+    /// (a named one would stay behind on a server that other clients then get, and be missing
+    /// on the next one), otherwise prepared once per connection and cached.
+    pub(in crate::backend) fn query<'q>(
+        &self,
+        sql: &'q str,
+    ) -> sqlx::query::Query<'q, E::Database, <E::Database as Database>::Arguments<'q>> {
+        sqlx::query(sql).persistent(!self.pooled)
+    }
+
+    /// Runs a read (or DDL) on the pool, all its rows. Behind a transaction-mode pooler in a
+    /// transaction of its own: an unnamed statement takes two round trips (parse, then
+    /// execute), and only a transaction keeps both on one server.
+    async fn read<'q>(
+        &self,
+        query: sqlx::query::Query<'q, E::Database, <E::Database as Database>::Arguments<'q>>,
+    ) -> std::result::Result<Vec<<E::Database as Database>::Row>, sqlx::Error> {
+        if !self.pooled {
+            return query.fetch_all(&self.pool).await;
+        }
+        let mut tx = self.pool.begin_with(self.engine.begin()).await?;
+        let rows = query.fetch_all(&mut *tx).await?;
+        tx.commit().await?;
+        Ok(rows)
+    }
+
     fn raw_lease(
         row: &<E::Database as Database>::Row,
     ) -> std::result::Result<RawLease, sqlx::Error> {
@@ -73,8 +101,9 @@ where
     /// model decide, write the row and the event it returns, commit.
     async fn apply_once(&self, name: &str, op: &Op, actor: &str) -> Result<Applied> {
         let s = &self.stmts;
-        let mut tx = self.pool.begin_with(E::BEGIN).await?;
-        let row = sqlx::query(&s.lock_row)
+        let mut tx = self.pool.begin_with(self.engine.begin()).await?;
+        let row = self
+            .query(&s.lock_row)
             .bind(name)
             .fetch_optional(&mut *tx)
             .await?;
@@ -91,7 +120,7 @@ where
         let now = match now {
             Some(now) => now,
             None => DbTime(
-                sqlx::query(&s.now)
+                self.query(&s.now)
                     .fetch_one(&mut *tx)
                     .await?
                     .try_get::<i64, _>("now_us")?,
@@ -100,9 +129,9 @@ where
         let decision = decide(now, name, current.as_ref(), op);
         if let (true, Some(lease)) = (decision.write, &decision.lease) {
             let query = if current.is_some() {
-                sqlx::query(&s.update_row)
+                self.query(&s.update_row)
             } else {
-                sqlx::query(&s.insert_row).bind(&lease.name)
+                self.query(&s.insert_row).bind(&lease.name)
             };
             let query = query
                 .bind(&lease.holder)
@@ -124,13 +153,13 @@ where
         if let Some(event) = &decision.event {
             let prune = prunes_history(event);
             if let Some(keep) = self.retention_us.filter(|_| prune) {
-                sqlx::query(&s.prune_history)
+                self.query(&s.prune_history)
                     .bind(name)
                     .bind(now.0.saturating_sub(keep))
                     .execute(&mut *tx)
                     .await?;
             }
-            sqlx::query(&s.insert_history)
+            self.query(&s.insert_history)
                 .bind(name)
                 .bind(event.term as i64)
                 .bind(&event.holder)
@@ -155,6 +184,7 @@ where
 #[async_trait::async_trait]
 impl<E: Engine> Backend for SqlBackend<E>
 where
+    E::Database: HasStatementCache,
     for<'c> &'c mut <E::Database as Database>::Connection: Executor<'c, Database = E::Database>,
     for<'q> <E::Database as Database>::Arguments<'q>: IntoArguments<'q, E::Database>,
     for<'a> &'a str:
@@ -173,8 +203,11 @@ where
     }
 
     async fn apply(&self, name: &str, op: &Op, actor: &str) -> Result<Applied> {
-        if let Some(applied) = E::one_statement(self, name, op, actor).await? {
-            return Ok(applied);
+        // One autocommitted statement is two round trips when unnamed: not behind a pooler.
+        if !self.pooled {
+            if let Some(applied) = E::one_statement(self, name, op, actor).await? {
+                return Ok(applied);
+            }
         }
         let mut attempt = 0;
         loop {
@@ -192,9 +225,9 @@ where
 
     async fn renew_many(&self, holder: &str, leases: &[(String, u64)]) -> Result<Renewed> {
         let s = &self.stmts;
-        let mut tx = self.pool.begin_with(E::BEGIN).await?;
+        let mut tx = self.pool.begin_with(self.engine.begin()).await?;
         let now = DbTime(
-            sqlx::query(&s.now)
+            self.query(&s.now)
                 .fetch_one(&mut *tx)
                 .await?
                 .try_get::<i64, _>("now_us")?,
@@ -202,7 +235,8 @@ where
         let mut renewed = Vec::with_capacity(leases.len());
         for chunk in leases.chunks(RENEW_CHUNK) {
             let (update, read_back) = s.renew(chunk.len());
-            let mut query = sqlx::query(&update)
+            let mut query = self
+                .query(&update)
                 .bind(now.0)
                 .bind(now.0)
                 .bind(holder)
@@ -215,7 +249,7 @@ where
                 None => query.fetch_all(&mut *tx).await?,
                 Some(select) => {
                     query.execute(&mut *tx).await?;
-                    let mut query = sqlx::query(&select).bind(holder).bind(now.0);
+                    let mut query = self.query(&select).bind(holder).bind(now.0);
                     for (name, term) in chunk {
                         query = query.bind(name).bind(*term as i64);
                     }
@@ -234,10 +268,10 @@ where
     }
 
     async fn last_tick(&self, name: &str) -> Result<(Option<i64>, DbTime)> {
-        let row = sqlx::query(&self.stmts.last_tick)
-            .bind(name)
-            .fetch_one(&self.pool)
+        let rows = self
+            .read(self.query(&self.stmts.last_tick).bind(name))
             .await?;
+        let row = rows.first().ok_or(sqlx::Error::RowNotFound)?;
         Ok((row.try_get("last_tick_ms")?, DbTime(row.try_get("now_us")?)))
     }
 
@@ -249,9 +283,10 @@ where
         tick_ms: i64,
     ) -> Result<bool> {
         let s = &self.stmts;
-        let mut tx = self.pool.begin_with(E::BEGIN).await?;
+        let mut tx = self.pool.begin_with(self.engine.begin()).await?;
         // The same fence an application runs in its own transaction (`LeaderGuard::fence`).
-        let held = sqlx::query(&s.fence)
+        let held = self
+            .query(&s.fence)
             .bind(name)
             .bind(holder)
             .bind(term as i64)
@@ -265,11 +300,13 @@ where
                 term,
             });
         }
-        let now: i64 = sqlx::query(&s.now)
+        let now: i64 = self
+            .query(&s.now)
             .fetch_one(&mut *tx)
             .await?
             .try_get("now_us")?;
-        let last: Option<i64> = sqlx::query(&s.lock_tick)
+        let last: Option<i64> = self
+            .query(&s.lock_tick)
             .bind(name)
             .fetch_optional(&mut *tx)
             .await?
@@ -280,7 +317,7 @@ where
             Some(_) => &s.update_tick,
             None => &s.insert_tick,
         };
-        sqlx::query(statement)
+        self.query(statement)
             .bind(tick_ms)
             .bind(term as i64)
             .bind(holder)
@@ -293,23 +330,24 @@ where
     }
 
     async fn get(&self, name: &str) -> Result<Snapshot> {
-        let rows = sqlx::query(&self.stmts.get_row)
-            .bind(name)
-            .fetch_all(&self.pool)
+        let rows = self
+            .read(self.query(&self.stmts.get_row).bind(name))
             .await?;
         self.snapshot_from(&rows)
     }
 
     async fn list(&self) -> Result<Snapshot> {
-        let rows = sqlx::query(&self.stmts.list).fetch_all(&self.pool).await?;
+        let rows = self.read(self.query(&self.stmts.list)).await?;
         self.snapshot_from(&rows)
     }
 
     async fn history(&self, name: &str, limit: u32) -> Result<Vec<HistoryEntry>> {
-        let rows = sqlx::query(&self.stmts.history)
-            .bind(name)
-            .bind(i64::from(limit))
-            .fetch_all(&self.pool)
+        let rows = self
+            .read(
+                self.query(&self.stmts.history)
+                    .bind(name)
+                    .bind(i64::from(limit)),
+            )
             .await?;
         rows.iter()
             .map(|row| {
@@ -333,11 +371,9 @@ where
             attempt += 1;
             let result: std::result::Result<(), sqlx::Error> = async {
                 for ddl in &self.stmts.schema {
-                    sqlx::query(ddl).execute(&self.pool).await?;
+                    self.read(self.query(ddl)).await?;
                 }
-                sqlx::query(&self.stmts.init_version)
-                    .execute(&self.pool)
-                    .await?;
+                self.read(self.query(&self.stmts.init_version)).await?;
                 Ok(())
             }
             .await;
@@ -356,20 +392,17 @@ where
             table: table.to_string(),
             url: self.url.to_string(),
         };
-        let version = match sqlx::query(&self.stmts.schema_version)
-            .fetch_one(&self.pool)
-            .await
-        {
-            Ok(row) => row.try_get::<Option<i64>, _>("version")?,
+        let version = match self.read(self.query(&self.stmts.schema_version)).await {
+            Ok(rows) => rows
+                .first()
+                .ok_or(sqlx::Error::RowNotFound)?
+                .try_get::<Option<i64>, _>("version")?,
             Err(e) if is_missing_table(&e) => {
                 return Err(missing(&self.stmts.schema_table));
             }
             Err(e) => return Err(e.into()),
         };
-        if let Err(e) = sqlx::query(&self.stmts.probe_lease)
-            .fetch_optional(&self.pool)
-            .await
-        {
+        if let Err(e) = self.read(self.query(&self.stmts.probe_lease)).await {
             return Err(if is_missing_table(&e) {
                 missing(&self.stmts.lease_table)
             } else {
@@ -393,6 +426,10 @@ where
 
     fn fence_sql(&self) -> Option<String> {
         Some(self.stmts.fence.clone())
+    }
+
+    fn transaction_pooler(&self) -> bool {
+        self.pooled
     }
 
     fn subscribe(&self) -> Option<broadcast::Receiver<String>> {

@@ -49,7 +49,9 @@ impl Engine for Sqlite {
     const KIND: BackendKind = BackendKind::Sqlite;
     const NAME: &'static str = "SqliteBackend";
     /// Takes SQLite's single write lock before the row is read.
-    const BEGIN: &'static str = "BEGIN IMMEDIATE";
+    fn begin(&self) -> std::borrow::Cow<'static, str> {
+        "BEGIN IMMEDIATE".into()
+    }
 
     fn dialect() -> Dialect {
         Dialect {
@@ -88,6 +90,7 @@ impl Engine for Sqlite {
         url: &str,
         redacted: &RedactedUrl,
         options: &StoreOptions,
+        _pooled: bool,
     ) -> Result<(SqlitePool, Sqlite)> {
         let connect = SqliteConnectOptions::from_str(url)
             .map_err(|e| Error::BadUrl {
