@@ -52,7 +52,7 @@ const SCHEMA: &[&str] = &[
 pub struct Postgres {
     /// The lock cycle's two one-statement operations.
     pub(super) cycle: CycleStatements,
-    /// `BEGIN`, or behind a transaction pooler `BEGIN; SET LOCAL …` (one round trip).
+    /// `BEGIN`, or behind a transaction pooler `BEGIN; UNLISTEN *; SET LOCAL …` (one round trip).
     begin: Cow<'static, str>,
     /// `None` where nothing listens (a transaction pooler and no notify URL).
     notifications: Option<broadcast::Sender<String>>,
@@ -184,8 +184,11 @@ impl Engine for Postgres {
             }
             None => (None, None),
         };
+        // `UNLISTEN *`: a client that LISTENed through the pooler (tenure itself without
+        // `?pooler=transaction`, say) leaves that on the server, which would then deliver
+        // notifications to us at our commit; UNLISTEN takes effect at the commit, before that.
         let begin = if pooled {
-            Cow::Owned(format!("BEGIN; SET LOCAL {settings}"))
+            Cow::Owned(format!("BEGIN; UNLISTEN *; SET LOCAL {settings}"))
         } else {
             Cow::Borrowed("BEGIN")
         };
