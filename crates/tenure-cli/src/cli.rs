@@ -40,6 +40,13 @@ pub struct Global {
     )]
     pub database_url: Option<String>,
 
+    /// PostgreSQL: a direct URL of the same database to LISTEN on for lease changes, for when
+    /// --database-url goes through a transaction-mode pooler (`?pooler=transaction`, e.g.
+    /// PgBouncer), where LISTEN cannot work; without it followers there poll every renew
+    /// interval.
+    #[arg(long, env = "TENURE_NOTIFY_URL", global = true, hide_env_values = true)]
+    pub notify_url: Option<String>,
+
     /// Prefix of tenure's table names.
     #[arg(
         long,

@@ -55,10 +55,14 @@ pub async fn open(
     let url = url(global)?;
     if global.quiet == 0 {
         eprintln!("tenure: database {}", RedactedUrl::new(&url));
+        if let Some(notify) = &global.notify_url {
+            eprintln!("tenure: notifications from {}", RedactedUrl::new(notify));
+        }
     }
-    let options = StoreOptions::default()
+    let mut options = StoreOptions::default()
         .table_prefix(global.table_prefix.clone())
         .auto_create(create);
+    options.notify_url = global.notify_url.clone();
     let options = match timeout {
         Some(t) => options.timeout(t),
         None => options,

@@ -10,13 +10,21 @@ mod support;
 
 use std::time::Duration;
 use support::child::mono_ns;
-use support::leaders::{alive, backend, ms, stop, wait_exit, Children, Tenure, TTL_MS};
+use support::leaders::{
+    alive, backend, ms, pgbouncer, stop, wait_exit, Backend, Children, Tenure, TTL_MS,
+};
 use support::BackendKind;
 
 /// Two `tenure run` on one name: one child; SIGKILL the leader's tenure → its child dies
 /// within 1 s (parent-death signal) and the other child starts within ttl + 1 s.
 fn crash_failover(kind: BackendKind) {
-    let Some(b) = backend(kind) else { return };
+    if let Some(b) = backend(kind) {
+        crash_failover_on(&b);
+    }
+}
+
+fn crash_failover_on(b: &Backend) {
+    let kind = b.kind;
     let mut kids = Children::new(&b.log());
     let mut a = b.run("crash", "A", &[], "forever", 0);
     kids.wait_until(Duration::from_secs(10), "A's child start", |i| i.len() == 1);
@@ -48,9 +56,17 @@ fn crash_failover(kind: BackendKind) {
 /// The leader's child exits → the other child starts within renew_interval (≤ 100 ms on
 /// PostgreSQL), and the first tenure exits with the child's status.
 fn exit_hands_over(kind: BackendKind) {
-    let Some(b) = backend(kind) else { return };
+    if let Some(b) = backend(kind) {
+        exit_hands_over_on(&b);
+    }
+}
+
+fn exit_hands_over_on(b: &Backend) {
+    let kind = b.kind;
     let mut kids = Children::new(&b.log());
-    let mut a = b.run("exit", "A", &[], "1.0", 7);
+    // 1.25 s: the exit falls between two polls of the follower (started just after A's child,
+    // polling every 500 ms), so that polling (about 250 ms) cannot pass for NOTIFY.
+    let mut a = b.run("exit", "A", &[], "1.25", 7);
     kids.wait_until(Duration::from_secs(10), "A's child start", |i| i.len() == 1);
     let other = b.run("exit", "B", &[], "forever", 0);
     assert_eq!(
@@ -66,9 +82,9 @@ fn exit_hands_over(kind: BackendKind) {
         (second, first)
     };
     let gap = ms(second.start - first.stop.unwrap());
-    // PostgreSQL wakes the follower by NOTIFY; elsewhere it polls every renew interval (plus
-    // jitter and scheduling slack).
-    let bound = if kind == BackendKind::Postgres {
+    // PostgreSQL wakes the follower by NOTIFY; elsewhere (and behind a transaction pooler
+    // without --notify-url) it polls every renew interval (plus jitter and scheduling slack).
+    let bound = if b.pushes() {
         100
     } else {
         TTL_MS as i64 / 4 + 150
@@ -82,7 +98,12 @@ fn exit_hands_over(kind: BackendKind) {
 
 /// `tenure demote` and `tenure handover NAME A` move the child, never overlapping.
 fn demote_and_handover(kind: BackendKind) {
-    let Some(b) = backend(kind) else { return };
+    if let Some(b) = backend(kind) {
+        demote_and_handover_on(&b);
+    }
+}
+
+fn demote_and_handover_on(b: &Backend) {
     let mut kids = Children::new(&b.log());
     let a = b.run("move", "A", &["--keep-campaigning"], "forever", 0);
     kids.wait_until(Duration::from_secs(10), "A's child start", |i| i.len() == 1);
@@ -216,6 +237,85 @@ per_backend!(
     stopped_leader,
     give_up_and_signals
 );
+
+/// `tenure run` through PgBouncer in transaction mode (`?pooler=transaction`): leading,
+/// failover after a crash, handing over on exit (by polling; with `--notify-url` pushed),
+/// demote and handover.
+mod pgbouncer {
+    use super::*;
+
+    #[test]
+    fn crash_failover() {
+        if let Some(b) = pgbouncer(false) {
+            crash_failover_on(&b);
+        }
+    }
+
+    #[test]
+    fn exit_hands_over_by_polling() {
+        if let Some(b) = pgbouncer(false) {
+            assert!(!b.pushes());
+            exit_hands_over_on(&b);
+        }
+    }
+
+    #[test]
+    fn exit_hands_over_at_once_with_notify_url() {
+        if let Some(b) = pgbouncer(true) {
+            assert!(b.pushes());
+            exit_hands_over_on(&b);
+        }
+    }
+
+    #[test]
+    fn demote_and_handover() {
+        if let Some(b) = pgbouncer(false) {
+            demote_and_handover_on(&b);
+        }
+    }
+
+    /// A `--notify-url` that is not PostgreSQL, or that nothing answers: one clear line
+    /// naming it (password hidden), and `tenure run` never starts its command.
+    #[test]
+    fn a_bad_notify_url_is_one_clear_line() {
+        let Some(b) = pgbouncer(false) else { return };
+        for (notify, code, says) in [
+            (
+                "mysql://root@127.0.0.1:3306/test",
+                64,
+                "notifications come from PostgreSQL",
+            ),
+            (
+                "postgres://postgres:n0tify-s3cret@127.0.0.1:1/test",
+                69,
+                "cannot connect to postgres://postgres:***@127.0.0.1:1/test (the notify URL)",
+            ),
+        ] {
+            let marker = b.dir.path().join("ran");
+            let out = b
+                .tenure(&["--notify-url", notify, "run", "bad-notify", "--"])
+                .args(["touch", marker.to_str().unwrap()])
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let errors: Vec<&str> = stderr
+                .lines()
+                .filter(|l| {
+                    !l.starts_with("tenure: database ")
+                        && !l.starts_with("tenure: notifications from ")
+                })
+                .collect();
+            assert_eq!(out.status.code(), Some(code), "{notify}: {stderr}");
+            assert_eq!(errors.len(), 1, "{notify}: one error line: {stderr}");
+            assert!(errors[0].contains(says), "{notify}: {stderr}");
+            assert!(
+                !stderr.contains("n0tify-s3cret"),
+                "password shown: {stderr}"
+            );
+            assert!(!marker.exists(), "the command ran");
+        }
+    }
+}
 
 /// With `NOTIFY_SOCKET`, tenure tells systemd it waits, then `READY=1` and that it leads once
 /// the command runs; the command itself does not see the socket.

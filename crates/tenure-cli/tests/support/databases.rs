@@ -34,6 +34,13 @@ pub fn mysql_url() -> String {
         .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_string())
 }
 
+/// PostgreSQL through PgBouncer in transaction mode (`scripts/pgbouncer.sh start`).
+pub fn pgbouncer_url() -> String {
+    std::env::var("TENURE_TEST_PGBOUNCER_URL").unwrap_or_else(|_| {
+        "postgres://postgres@127.0.0.1:6432/test?pooler=transaction".to_string()
+    })
+}
+
 /// The database URL of `kind`: the server's, or a fresh SQLite file in `dir` (not created).
 pub fn url_for(kind: BackendKind, dir: &Path) -> String {
     match kind {

@@ -21,6 +21,8 @@ pub struct Backend {
     pub url: String,
     pub prefix: String,
     pub dir: tempfile::TempDir,
+    /// `TENURE_NOTIFY_URL`, if set.
+    pub notify_url: Option<String>,
 }
 
 /// A database for `tenure run` processes on `kind` (its tables made by a first `tenure
@@ -33,11 +35,29 @@ pub fn backend(kind: BackendKind) -> Option<Backend> {
         BackendKind::Sqlite => format!("sqlite://{}", dir.path().join("t.db").display()),
         _ => url_for(kind, dir.path()),
     };
+    backend_at(kind, url, None, dir)
+}
+
+/// PostgreSQL through PgBouncer in transaction mode (`scripts/pgbouncer.sh start`), with the
+/// direct server as `--notify-url` if `notify`.
+pub fn pgbouncer(notify: bool) -> Option<Backend> {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let notify = notify.then(super::postgres_url);
+    backend_at(BackendKind::Postgres, super::pgbouncer_url(), notify, dir)
+}
+
+fn backend_at(
+    kind: BackendKind,
+    url: String,
+    notify_url: Option<String>,
+    dir: tempfile::TempDir,
+) -> Option<Backend> {
     let b = Backend {
         kind,
         url,
         prefix: fresh_prefix(),
         dir,
+        notify_url,
     };
     // Reachability: `tenure status` exits 69 when the server is down.
     let status = b.tenure(&["status"]).output().expect("run tenure");
@@ -45,7 +65,8 @@ pub fn backend(kind: BackendKind) -> Option<Backend> {
         Some(0) => Some(b),
         Some(69) => unreachable(kind, String::from_utf8_lossy(&status.stderr).trim()),
         _ => panic!(
-            "{kind} unavailable: {}",
+            "{kind} ({}) unavailable: {}",
+            b.url,
             String::from_utf8_lossy(&status.stderr)
         ),
     }
@@ -58,7 +79,17 @@ impl Backend {
         c.env("TENURE_DATABASE_URL", &self.url)
             .env("TENURE_TABLE_PREFIX", &self.prefix)
             .args(args);
+        if let Some(notify) = &self.notify_url {
+            c.env("TENURE_NOTIFY_URL", notify);
+        }
         c
+    }
+
+    /// Whether the database wakes followers (PostgreSQL's NOTIFY, unless behind a transaction
+    /// pooler without a notify URL); elsewhere they poll every renew interval.
+    pub fn pushes(&self) -> bool {
+        self.kind == BackendKind::Postgres
+            && (!self.url.contains("pooler=transaction") || self.notify_url.is_some())
     }
 
     pub fn log(&self) -> PathBuf {
