@@ -40,6 +40,8 @@ start() {
 [databases]
 test = host=$up_host port=$up_port dbname=test
 test_session = host=$up_host port=$up_port dbname=test pool_mode=session
+; Any other database name: the same-named database there (e.g. tenure-faults' tenure_faults).
+* = host=$up_host port=$up_port
 
 [pgbouncer]
 listen_addr = 127.0.0.1

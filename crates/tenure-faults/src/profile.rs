@@ -41,8 +41,10 @@ pub async fn run_all(
         .filter(|s| only.is_empty() || only.iter().any(|o| o == s.name))
         .collect();
     for scenario in chosen {
-        for target in targets.iter().filter(|t| scenario.applies_to(t.kind)) {
-            let seed = runner::scenario_seed(seed, scenario.name, target.kind);
+        for target in targets.iter().filter(|t| scenario.applies_to(t)) {
+            let label = if target.pooled { "pgbouncer" } else { "" };
+            let seed =
+                runner::scenario_seed(seed, &format!("{}{label}", scenario.name), target.kind);
             let outcome = runner::run(scenario, target, settings, seed).await;
             progress(&outcome);
             outcomes.push(outcome);

@@ -19,7 +19,11 @@ fn seconds(d: Option<Duration>) -> String {
     d.map_or("-".into(), |d| format!("{:.2}", d.as_secs_f64()))
 }
 
-fn backend(o: &Outcome) -> &'static str {
+/// The backend's name in the table (`pgbouncer`: PostgreSQL through PgBouncer).
+pub fn backend(o: &Outcome) -> &'static str {
+    if o.pooled {
+        return "pgbouncer";
+    }
     match o.backend {
         tenure::BackendKind::Postgres => "postgres",
         tenure::BackendKind::MySql => "mariadb",

@@ -128,7 +128,14 @@ impl Db {
             ($backend:expr, $kind:expr) => {{
                 let backend = $backend;
                 let (update, select) = statements($kind, table);
-                let mut tx = backend.pool().begin().await.map_err(|e| e.to_string())?;
+                // PostgreSQL: as tenure begins its own (behind PgBouncer with the store's
+                // timeouts, SET LOCAL; the statements unnamed there). SQLite: a plain BEGIN.
+                let named = !backend.transaction_pooler();
+                let mut tx = if $kind == BackendKind::Postgres {
+                    backend.begin().await.map_err(|e| e.to_string())?
+                } else {
+                    backend.pool().begin().await.map_err(|e| e.to_string())?
+                };
                 if resource == Resource::Fenced {
                     backend
                         .fence(&mut tx, lease.0, lease.1, write.1)
@@ -137,6 +144,7 @@ impl Db {
                 }
                 inside();
                 sqlx::query(&update)
+                    .persistent(named)
                     .bind(write.0)
                     .bind(write.1 as i64)
                     .bind(write.2 as i64)
@@ -145,6 +153,7 @@ impl Db {
                     .await
                     .map_err(|e| e.to_string())?;
                 let (node, term, seq): (String, i64, i64) = sqlx::query_as(&select)
+                    .persistent(named)
                     .bind(row(slot, resource))
                     .fetch_one(&mut *tx)
                     .await
@@ -166,9 +175,21 @@ impl Db {
 }
 
 impl Db {
-    /// Runs one statement outside any transaction (the runner's setup).
+    /// Runs one statement outside any transaction (the runner's setup; behind PgBouncer in one
+    /// of its own, unnamed).
     pub async fn execute(&self, sql: &str) -> Result<(), String> {
         let done = match self {
+            Db::Postgres(b) if b.transaction_pooler() => async {
+                let mut tx = b.begin().await.map_err(|e| e.to_string())?;
+                sqlx::query(sql)
+                    .persistent(false)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                tx.commit().await.map_err(|e| e.to_string())
+            }
+            .await
+            .map_err(sqlx::Error::Protocol),
             Db::Postgres(b) => sqlx::query(sql).execute(b.pool()).await.map(drop),
             Db::MySql(b) => sqlx::query(sql).execute(b.pool()).await.map(drop),
             Db::Sqlite(b) => sqlx::query(sql).execute(b.pool()).await.map(drop),

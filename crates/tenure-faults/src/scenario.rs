@@ -104,8 +104,17 @@ impl Scenario {
         }
     }
 
-    /// Whether the fault exists on this backend (SQLite has no network and no server).
-    pub fn applies_to(&self, kind: BackendKind) -> bool {
+    /// Whether the fault exists on this backend (SQLite has no network and no server). Through
+    /// a transaction pooler only the faults of the nodes' processes run (kill, pause, starve,
+    /// clock): the database-side ones would act on the pooler's server connections.
+    pub fn applies_to(&self, target: &crate::runner::Target) -> bool {
+        let kind = target.kind;
+        if target.pooled {
+            return matches!(
+                self.fault,
+                Fault::Kill | Fault::KillAny | Fault::Pause | Fault::Starve | Fault::Clock
+            );
+        }
         match self.fault {
             Fault::Proxy | Fault::Sessions | Fault::Restart => kind != BackendKind::Sqlite,
             Fault::StopInTransaction => kind == BackendKind::Sqlite,

@@ -34,6 +34,7 @@ async fn server(kind: BackendKind, var: &str, default: &str) -> Option<Target> {
     Some(Target {
         kind,
         url: dbserver::suite_url(&url).unwrap(),
+        pooled: false,
     })
 }
 
@@ -42,6 +43,7 @@ async fn short_profile_finds_no_violation_and_catches_the_negative_control() {
     let mut targets = vec![Target {
         kind: BackendKind::Sqlite,
         url: String::new(),
+        pooled: false,
     }];
     targets.extend(
         server(

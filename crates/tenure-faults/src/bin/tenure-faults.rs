@@ -1,7 +1,7 @@
 //! `tenure-faults`: runs the fault-injection scenarios and prints the results table.
 //!
 //! ```text
-//! tenure-faults run [--profile short|long] [--backends sqlite,postgres,mysql] [--only kill,pause] [--seed N]
+//! tenure-faults run [--profile short|long] [--backends sqlite,postgres,mysql,pgbouncer] [--only kill,pause] [--seed N]
 //! tenure-faults run --profile ha [--only kill-primary,switchover,partition,lossy-failover,…]
 //! ```
 //! The `ha` profile builds its own database clusters (Patroni and Galera; see
@@ -31,7 +31,9 @@ enum Command {
     Run {
         #[arg(long, value_enum, default_value = "short")]
         profile: Profile,
-        /// Comma-separated: sqlite, postgres, mysql.
+        /// Comma-separated: sqlite, postgres, mysql, pgbouncer (PostgreSQL through PgBouncer in
+        /// transaction mode, `--pgbouncer-url`; process faults only: kill, pause, starve,
+        /// clock, locks).
         #[arg(long, value_delimiter = ',', default_value = "sqlite,postgres,mysql")]
         backends: Vec<String>,
         /// Only these scenarios (kill, pause, starve, proxy, sessions, restart, clock, stop-in-tx,
@@ -60,6 +62,14 @@ enum Command {
             default_value = "mysql://root@127.0.0.1:3306/test"
         )]
         mysql_url: String,
+        /// PgBouncer in transaction mode in front of the `--postgres-url` server (see
+        /// `scripts/pgbouncer.sh`); its database is replaced by the suite's own.
+        #[arg(
+            long,
+            env = "TENURE_TEST_PGBOUNCER_URL",
+            default_value = "postgres://postgres@127.0.0.1:6432/test?pooler=transaction"
+        )]
+        pgbouncer_url: String,
     },
     /// A node (started by the runner).
     #[command(hide = true)]
@@ -159,6 +169,7 @@ fn main() -> ExitCode {
             nodes,
             postgres_url,
             mysql_url,
+            pgbouncer_url,
         } => {
             let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
             runtime.block_on(run(
@@ -168,8 +179,7 @@ fn main() -> ExitCode {
                 seed,
                 ttl,
                 nodes,
-                postgres_url,
-                mysql_url,
+                [postgres_url, mysql_url, pgbouncer_url],
             ))
         }
     }
@@ -183,8 +193,7 @@ async fn run(
     seed: Option<u64>,
     ttl: Duration,
     nodes: usize,
-    postgres_url: String,
-    mysql_url: String,
+    [postgres_url, mysql_url, pgbouncer_url]: [String; 3],
 ) -> ExitCode {
     let seed = seed.unwrap_or_else(rand::random);
     if profile == Profile::Ha {
@@ -192,17 +201,22 @@ async fn run(
     }
     let mut targets = Vec::new();
     for b in &backends {
-        let (kind, url) = match b.as_str() {
-            "sqlite" => (BackendKind::Sqlite, String::new()),
-            "postgres" => (BackendKind::Postgres, postgres_url.clone()),
-            "mysql" | "mariadb" => (BackendKind::MySql, mysql_url.clone()),
+        let (kind, url, pooled) = match b.as_str() {
+            "sqlite" => (BackendKind::Sqlite, String::new(), false),
+            "postgres" => (BackendKind::Postgres, postgres_url.clone(), false),
+            "mysql" | "mariadb" => (BackendKind::MySql, mysql_url.clone(), false),
+            "pgbouncer" => (BackendKind::Postgres, pgbouncer_url.clone(), true),
             other => {
-                eprintln!("tenure-faults: unknown backend {other:?} (sqlite, postgres, mysql)");
+                eprintln!(
+                    "tenure-faults: unknown backend {other:?} (sqlite, postgres, mysql, pgbouncer)"
+                );
                 return ExitCode::from(64);
             }
         };
         if kind != BackendKind::Sqlite {
-            if let Err(e) = dbserver::prepare(kind, &url).await {
+            // The suite's database is created on the server itself (behind PgBouncer too).
+            let server = if pooled { &postgres_url } else { &url };
+            if let Err(e) = dbserver::prepare(kind, server).await {
                 eprintln!("tenure-faults: {e}");
                 return ExitCode::from(69);
             }
@@ -218,7 +232,7 @@ async fn run(
                 }
             }
         };
-        targets.push(Target { kind, url });
+        targets.push(Target { kind, url, pooled });
     }
     let settings = Settings {
         exe: std::env::current_exe().expect("the current executable"),
@@ -233,7 +247,7 @@ async fn run(
         eprintln!(
             "  {:<11} {:<9} {} in {:.1} s",
             o.scenario,
-            format!("{:?}", o.backend),
+            report::backend(o),
             if o.passed() { "pass" } else { "FAIL" },
             o.took.as_secs_f64()
         )

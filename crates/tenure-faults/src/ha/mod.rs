@@ -290,6 +290,7 @@ async fn drive(
     let target = Target {
         kind: db.kind(),
         url: url.clone(),
+        pooled: false,
     };
     let nodes = Scenario {
         name: scenario.name,

@@ -20,6 +20,8 @@ pub struct Target {
     pub kind: BackendKind,
     /// The suite's own database on a server, or (SQLite) ignored: each run gets its own file.
     pub url: String,
+    /// PostgreSQL through a transaction-mode pooler (PgBouncer; `?pooler=transaction`).
+    pub pooled: bool,
 }
 
 /// What every scenario shares.

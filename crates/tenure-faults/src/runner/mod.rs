@@ -22,6 +22,8 @@ use tenure::{BackendKind, Timing};
 pub struct Outcome {
     pub scenario: &'static str,
     pub backend: BackendKind,
+    /// Through a transaction-mode pooler (PgBouncer).
+    pub pooled: bool,
     pub seed: u64,
     pub expect: Expect,
     pub verdict: Verdict,
@@ -66,6 +68,7 @@ pub async fn run(scenario: &Scenario, target: &Target, settings: &Settings, seed
     let mut outcome = Outcome {
         scenario: scenario.name,
         backend: target.kind,
+        pooled: target.pooled,
         seed,
         expect: scenario.expect(target.kind, settings.ttl, max_jitter),
         verdict: Verdict::default(),
