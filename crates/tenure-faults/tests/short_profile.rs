@@ -126,7 +126,7 @@ async fn short_profile_finds_no_violation_and_catches_the_negative_control() {
     let expected: usize = scenario::ALL
         .iter()
         .filter(|s| only.iter().any(|o| o == s.name))
-        .map(|s| targets.iter().filter(|t| s.applies_to(t.kind)).count())
+        .map(|s| targets.iter().filter(|t| s.applies_to(t)).count())
         .sum::<usize>()
         + scenario::CLIENT_EDGE.len();
     assert_eq!(outcomes.len(), expected);
