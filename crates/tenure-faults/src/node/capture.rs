@@ -1,5 +1,5 @@
 //! A tracing layer that turns the elector's `campaign sent` / `campaign answered` debug events
-//! into history events.
+//! and its `campaign failed` warnings into history events.
 
 use crate::event::{EventLog, Kind};
 use std::sync::Arc;
@@ -13,6 +13,7 @@ pub struct Campaigns(pub Arc<EventLog>);
 struct Fields {
     message: String,
     effect: String,
+    error: String,
     term: u64,
 }
 
@@ -30,8 +31,11 @@ impl Visit for Fields {
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        if field.name() == "message" {
-            self.message = format!("{value:?}");
+        match field.name() {
+            "message" => self.message = format!("{value:?}"),
+            // `error = %e`: the Debug of a Display wrapper is the Display.
+            "error" => self.error = format!("{value:?}"),
+            _ => {}
         }
     }
 }
@@ -48,6 +52,9 @@ impl<S: Subscriber> Layer<S> for Campaigns {
             "campaign answered" => self.0.record(Kind::CampaignAnswered {
                 effect: fields.effect,
                 term: fields.term,
+            }),
+            "campaign failed" => self.0.record(Kind::CampaignFailed {
+                error: fields.error,
             }),
             _ => {}
         }
