@@ -39,6 +39,20 @@ impl Scratch {
         Some(Scratch { admin, name })
     }
 
+    /// A scratch database with tenure's tables (a standby has the primary's) that has just
+    /// turned read-only, and a store on it.
+    async fn read_only_store() -> Option<(Scratch, Store)> {
+        let db = Scratch::create().await?;
+        Store::connect_with(&db.url(), common::options())
+            .await
+            .expect("create the tables");
+        db.read_only(true).await;
+        let store = Store::connect_with(&db.url(), common::options().auto_create(false))
+            .await
+            .expect("a read-only server still answers reads");
+        Some((db, store))
+    }
+
     fn url(&self) -> String {
         let base = common::postgres_url();
         let (server, _) = base.rsplit_once('/').expect("a database in the URL");
@@ -74,17 +88,9 @@ impl Scratch {
 
 #[tokio::test]
 async fn postgres_read_only_server_never_leads_and_its_connections_are_replaced() {
-    let Some(db) = Scratch::create().await else {
+    let Some((db, store)) = Scratch::read_only_store().await else {
         return;
     };
-    // The tables exist before the server turns read-only (a standby has the primary's).
-    Store::connect_with(&db.url(), common::options())
-        .await
-        .expect("create the tables");
-    db.read_only(true).await;
-    let store = Store::connect_with(&db.url(), common::options().auto_create(false))
-        .await
-        .expect("a read-only server still answers reads");
 
     for attempt in 0..3 {
         match store.apply("job", &campaign("a"), "a").await {
@@ -137,16 +143,9 @@ async fn postgres_read_only_server_never_leads_and_its_connections_are_replaced(
 /// takes writes again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_elector_on_a_read_only_server_waits_for_it_to_take_writes() {
-    let Some(db) = Scratch::create().await else {
+    let Some((db, store)) = Scratch::read_only_store().await else {
         return;
     };
-    Store::connect_with(&db.url(), common::options())
-        .await
-        .expect("create the tables");
-    db.read_only(true).await;
-    let store = Store::connect_with(&db.url(), common::options().auto_create(false))
-        .await
-        .expect("connect");
     let elector = Elector::builder(store.clone(), "job")
         .candidate("a")
         .timing(Timing::from_ttl(Duration::from_secs(1)).unwrap())
@@ -189,9 +188,12 @@ async fn sqlite_read_only_file_is_refused_with_the_reason() {
     Store::connect_with(&url, common::options())
         .await
         .expect("create the tables");
-    let store = Store::connect_with(&format!("{url}?mode=ro"), common::options().auto_create(false))
-        .await
-        .expect("a read-only file still answers reads");
+    let store = Store::connect_with(
+        &format!("{url}?mode=ro"),
+        common::options().auto_create(false),
+    )
+    .await
+    .expect("a read-only file still answers reads");
     match store.apply("job", &campaign("a"), "a").await {
         Err(Error::ReadOnly { detail }) => assert!(detail.contains("readonly"), "{detail}"),
         other => panic!("a read-only file answered {other:?}"),
