@@ -2,6 +2,7 @@
 //! `pg_notify` into [`Backend::subscribe`](crate::Backend::subscribe).
 
 use super::one_statement::{self, CycleStatements};
+use crate::backend::fresh::Freshness;
 use crate::backend::sql::{Dialect, Engine, SqlBackend};
 use crate::backend::{Applied, BackendKind, RedactedUrl, StoreOptions};
 use crate::error::{Error, Result};
@@ -9,6 +10,7 @@ use crate::model::Op;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::PgPool;
 use std::str::FromStr;
+use std::sync::Arc;
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
@@ -76,6 +78,7 @@ impl Engine for Postgres {
                 format!("(TIMESTAMPTZ 'epoch' + {param}::BIGINT * INTERVAL '1 microsecond')")
             },
             now_us: "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT",
+            read_only: None,
             now_with_lock: true,
             for_update: "FOR UPDATE",
             share_lock: "FOR SHARE",
@@ -98,6 +101,7 @@ impl Engine for Postgres {
         url: &str,
         redacted: &RedactedUrl,
         options: &StoreOptions,
+        fresh: &Arc<Freshness>,
     ) -> Result<(PgPool, Postgres)> {
         let connect = PgConnectOptions::from_str(url).map_err(|e| Error::BadUrl {
             url: redacted.to_string(),
@@ -112,7 +116,8 @@ impl Engine for Postgres {
         // sessions after the store's timeout, and no lock wait outlasts it either.
         let session_ms = options.timeout.as_millis().max(1);
         crate::backend::probe(&connect, options.timeout, redacted).await?;
-        let pool = PgPoolOptions::new()
+        let pool = fresh
+            .guard(PgPoolOptions::new())
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     let set = format!(

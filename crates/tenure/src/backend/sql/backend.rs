@@ -4,12 +4,14 @@
 
 use super::dialect::Dialect;
 use super::statements::Statements;
+use crate::backend::fresh::Freshness;
 use crate::backend::{Applied, BackendKind, RedactedUrl, StoreOptions};
 use crate::error::Result;
 use crate::fence::{Fence, FenceDatabase};
 use crate::model::Op;
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 use tokio::sync::broadcast;
 
 /// The backend of every SQL engine, as sqlx's `Pool<DB>` is the pool of every driver: users name
@@ -24,6 +26,8 @@ pub struct SqlBackend<E: Engine> {
     /// How long history is kept, in microseconds; `None` keeps it all.
     pub(in crate::backend) retention_us: Option<i64>,
     pub(in crate::backend) engine: E,
+    /// Which of the pool's connections are too old to use (see `fresh.rs`).
+    pub(in crate::backend) fresh: Arc<Freshness>,
 }
 
 impl<E: Engine> SqlBackend<E> {
@@ -38,13 +42,15 @@ impl<E: Engine> SqlBackend<E> {
     pub async fn connect(url: &str, options: &StoreOptions) -> Result<Self> {
         options.validate()?;
         let redacted = RedactedUrl::new(url);
-        let (pool, engine) = E::open(url, &redacted, options).await?;
+        let fresh = Freshness::new();
+        let (pool, engine) = E::open(url, &redacted, options, &fresh).await?;
         Ok(SqlBackend {
             pool,
             stmts: Statements::new(&options.table_prefix, &E::dialect()),
             url: redacted,
             retention_us: options.retention_us(),
             engine,
+            fresh,
         })
     }
 
@@ -118,7 +124,9 @@ pub trait Engine: Sized + Send + Sync + 'static {
     fn dialect() -> Dialect;
 
     /// Connects a pool to `url` (its password hidden in `redacted`), set up as `options` ask,
-    /// and starts what the engine runs beside it.
+    /// and starts what the engine runs beside it. A server engine guards its pool with
+    /// `fresh` ([`Freshness::guard`]), so that connections opened before a failover are
+    /// dropped; a file has no failover.
     ///
     /// # Errors
     /// [`Error::BadUrl`](crate::Error::BadUrl) for a URL sqlx cannot read,
@@ -127,6 +135,7 @@ pub trait Engine: Sized + Send + Sync + 'static {
         url: &str,
         redacted: &RedactedUrl,
         options: &StoreOptions,
+        fresh: &Arc<Freshness>,
     ) -> impl Future<Output = Result<(sqlx::Pool<Self::Database>, Self)>> + Send;
 
     /// Decides `op` in one autocommitted statement where the engine can; `None` where the
