@@ -60,3 +60,47 @@ impl<S: Subscriber> Layer<S> for Campaigns {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    #[test]
+    fn failed_campaigns_are_recorded_with_their_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("n.jsonl");
+        let log = Arc::new(EventLog::create(&path, "n1.1").unwrap());
+        let subscriber = tracing_subscriber::registry()
+            .with(
+                Campaigns(log).with_filter(
+                    tracing_subscriber::filter::Targets::new()
+                        .with_target("tenure", tracing::Level::DEBUG),
+                ),
+            )
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::sink)
+                    .with_filter(tracing_subscriber::filter::LevelFilter::INFO),
+            );
+        tracing::subscriber::with_default(subscriber, || {
+            let e = std::io::Error::other("the database is read-only (x)");
+            tracing::debug!(target: "tenure::elector::task", name = %"a", "campaign sent");
+            tracing::warn!(target: "tenure::elector::task", name = %"a", error = %e, "campaign failed");
+        });
+        let kinds: Vec<Kind> = crate::event::read(&path)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.kind)
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                Kind::CampaignSent,
+                Kind::CampaignFailed {
+                    error: "the database is read-only (x)".into()
+                }
+            ]
+        );
+    }
+}
