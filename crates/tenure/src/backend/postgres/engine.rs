@@ -138,9 +138,21 @@ impl Engine for Postgres {
         let mut listener = PgListener::connect_with(&pool)
             .await
             .map_err(connect_error)?;
-        listener.listen(&channel).await.map_err(connect_error)?;
         let (notifications, _) = broadcast::channel(1024);
-        let listener = tokio::spawn(forward(listener, notifications.clone()));
+        let listener = match listener.listen(&channel).await {
+            Ok(()) => tokio::spawn(forward(listener, notifications.clone())),
+            // A standby refuses LISTEN ("cannot execute LISTEN during recovery", 25006). Start
+            // anyway, so that every campaign says why it does not lead (`Error::ReadOnly`) and
+            // the store leads once the server is promoted; listen from then on.
+            Err(e) if is_read_only(&e) => {
+                tracing::warn!(
+                    url = %redacted,
+                    "the server is a standby: no notifications until it takes writes; polling"
+                );
+                tokio::spawn(listen_later(pool.clone(), channel, notifications.clone()))
+            }
+            Err(e) => return Err(connect_error(e)),
+        };
         Ok((
             pool,
             Postgres {
@@ -164,6 +176,27 @@ impl Engine for Postgres {
 
     fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
         Some(self.notifications.subscribe())
+    }
+}
+
+/// Whether `e` is the server's refusal because it is read-only (SQLSTATE 25006).
+fn is_read_only(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|c| c == "25006")
+}
+
+/// LISTENs on `channel` as soon as the server takes it (tried every second), then forwards.
+async fn listen_later(pool: PgPool, channel: String, out: broadcast::Sender<String>) {
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let Ok(mut listener) = PgListener::connect_with(&pool).await else {
+            continue;
+        };
+        if listener.listen(&channel).await.is_ok() {
+            tracing::info!("the server takes LISTEN now: notifications resume");
+            return forward(listener, out).await;
+        }
     }
 }
 
