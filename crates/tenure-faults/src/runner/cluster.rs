@@ -181,8 +181,9 @@ impl Cluster {
             Some(proxy) => via(&self.url, proxy.addr())?,
             None => self.url.clone(),
         };
+        let log_path = self.dir.join(format!("{id}.log"));
         let log =
-            std::fs::File::create(self.dir.join(format!("{id}.log"))).map_err(|e| e.to_string())?;
+            std::fs::File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
         let child = Command::new(&self.settings.exe)
             .arg("node")
             .args(["--url", &url, "--name", &self.name, "--id", &id])

@@ -1,5 +1,6 @@
 //! The MySQL family's engine: its schema, its dialect and its pool's session settings.
 
+use super::galera::Galera;
 use crate::backend::fresh::Freshness;
 use crate::backend::sql::{Dialect, Engine};
 use crate::backend::{BackendKind, RedactedUrl, StoreOptions};
@@ -43,9 +44,11 @@ const SCHEMA: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS {p}schema (version BIGINT NOT NULL) ENGINE=InnoDB",
 ];
 
-/// The MySQL / MariaDB engine of [`MySqlBackend`](super::MySqlBackend). It keeps no state of
-/// its own.
-pub struct MySql;
+/// The MySQL / MariaDB engine of [`MySqlBackend`](super::MySqlBackend). It keeps the Galera
+/// node it writes through, if the server is one (see `galera.rs`).
+pub struct MySql {
+    galera: Option<Galera>,
+}
 
 impl Engine for MySql {
     type Database = sqlx::MySql;
@@ -78,6 +81,12 @@ impl Engine for MySql {
                 )
             },
             schema: SCHEMA,
+        }
+    }
+
+    fn conflict(&self, name: &str, error: &sqlx::Error) {
+        if let Some(galera) = &self.galera {
+            galera.conflict(name, error);
         }
     }
 
@@ -130,6 +139,15 @@ impl Engine for MySql {
                 url: redacted.to_string(),
                 source,
             })?;
-        Ok((pool, MySql))
+        let galera = Galera::detect(&pool)
+            .await
+            .map_err(|source| Error::Connect {
+                url: redacted.to_string(),
+                source,
+            })?;
+        if let Some(galera) = &galera {
+            galera.announce(redacted.as_str());
+        }
+        Ok((pool, MySql { galera }))
     }
 }

@@ -149,6 +149,10 @@ pub trait Engine: Sized + Send + Sync + 'static {
         async { Ok(None) }
     }
 
+    /// A transaction on lease `name` failed with a transient conflict (`error`; it is tried
+    /// again). The MySQL engine warns here when the conflict came from another Galera node.
+    fn conflict(&self, _name: &str, _error: &sqlx::Error) {}
+
     /// Names whose lease changed, as the database pushes them; `None` where it cannot push.
     fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
         None

@@ -189,6 +189,7 @@ where
             match self.apply_once(name, op, actor).await {
                 Err(Error::Database(e)) if attempt < 8 && is_retryable(&e) => {
                     tracing::debug!(name, error = %e, "transient conflict; retrying");
+                    self.engine.conflict(name, &e);
                     let pause = rand::random::<u64>() % (2 * attempt as u64 + 1);
                     tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
                 }
