@@ -16,6 +16,7 @@ pub mod galera;
 pub mod patroni;
 pub mod procs;
 mod readonly;
+mod spread;
 
 use crate::checker::{self, Expect, Verdict};
 use crate::clock;
@@ -58,6 +59,10 @@ pub enum DbFault {
     /// The nodes point at one MariaDB after `SET GLOBAL read_only = 1`: the same three steps,
     /// with `read_only = 0` and `1` again.
     ReadOnly,
+    /// Galera with each tenure node on its own member (the lock workload): writes spread
+    /// across nodes, which tenure must warn about (`spread.rs`). The checker is not asserted:
+    /// the premise, one writer node, is broken on purpose.
+    Spread,
 }
 
 /// The database cluster a scenario builds.
@@ -145,6 +150,12 @@ pub const ALL: &[HaScenario] = &[
         cluster: ClusterKind::MariaDb,
         negative_control: false,
     },
+    HaScenario {
+        name: "spread",
+        fault: DbFault::Spread,
+        cluster: ClusterKind::Galera,
+        negative_control: false,
+    },
 ];
 
 impl HaScenario {
@@ -210,6 +221,9 @@ impl HaOutcome {
         let errors = self.notes.iter().any(|n| n.starts_with("error"));
         let checked = if self.scenario.negative_control {
             self.caught() > 0
+        } else if self.scenario.fault == DbFault::Spread {
+            // The premise is broken on purpose; its notes say what must hold.
+            true
         } else {
             self.verdict.violations.is_empty()
         };
@@ -320,7 +334,11 @@ async fn drive(
     let nodes = Scenario {
         name: scenario.name,
         fault: Fault::Kill,
-        workload: Workload::Elector,
+        workload: if scenario.fault == DbFault::Spread {
+            Workload::Locks
+        } else {
+            Workload::Elector
+        },
         shared_id: false,
     };
     let (mut c, fault_at, target_name) = match scenario.fault {
@@ -328,12 +346,21 @@ async fn drive(
             let c = Cluster::prepare(&target, settings, dir, &nodes, Vec::new()).await?;
             readonly::drive(c, &mut db, outcome).await?
         }
+        DbFault::Spread => {
+            let c = Cluster::prepare(&target, settings, dir, &nodes, Vec::new()).await?;
+            spread::drive(c, &db, outcome).await?
+        }
         _ => {
             let c = Cluster::start(&target, settings, dir, &nodes, Vec::new()).await?;
             fail_over(scenario, c, &mut db, &url, &mut rng, outcome).await?
         }
     };
     c.stop_all().await;
+    if scenario.cluster == ClusterKind::Galera && scenario.fault != DbFault::Spread {
+        outcome
+            .notes
+            .extend(spread::connect_notes(&spread::warned(&c)));
+    }
     let (history, leases) = c.collect().await?;
     outcome.issued = history
         .iter()
@@ -344,8 +371,10 @@ async fn drive(
         .find(|e| e.t > fault_at && matches!(e.kind, Kind::Gained { .. }))
         .map(|e| clock::between(fault_at, e.t));
     let acquisitions = leases.get(&c.name).map_or(&[][..], Vec::as_slice);
-    outcome.verdict = checker::check(&history, acquisitions, &scenario.expect());
-    if let Database::Galera(g) = &db {
+    if scenario.fault != DbFault::Spread {
+        outcome.verdict = checker::check(&history, acquisitions, &scenario.expect());
+    }
+    if let (Database::Galera(g), false) = (&db, scenario.fault == DbFault::Spread) {
         let now = g
             .primary()
             .await
@@ -457,8 +486,8 @@ async fn fail_over(
         (Database::Galera(_), fault) => {
             return Err(format!("{fault:?} is not a Galera scenario"));
         }
-        (_, fault @ (DbFault::Standby | DbFault::ReadOnly)) => {
-            return Err(format!("{fault:?} is a read-only scenario"));
+        (_, fault @ (DbFault::Standby | DbFault::ReadOnly | DbFault::Spread)) => {
+            return Err(format!("{fault:?} is not a failover scenario"));
         }
     };
     outcome.db_failover =
