@@ -901,7 +901,7 @@ fn fence_sql_prints_the_dialects_statement_without_connecting() {
         ),
         (
             &["--database-url", "mariadb://u:s3cretpw@192.0.2.1/x"][..],
-            &["name = ?", "LOCK IN SHARE MODE"][..],
+            &["name = ?", "@@global.read_only = 0", "LOCK IN SHARE MODE"][..],
         ),
         (&[][..], &["UPDATE", "RETURNING term"][..]),
     ];

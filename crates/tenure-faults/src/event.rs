@@ -28,6 +28,8 @@ pub enum Kind {
     CampaignSent,
     /// A campaign was answered: the effect and the lease's term.
     CampaignAnswered { effect: String, term: u64 },
+    /// A campaign failed: the error as the elector logged it (`campaign failed`).
+    CampaignFailed { error: String },
     /// The node learned it leads with `term`; its belief lasts until `deadline` (monotonic ns).
     /// `holder` is the holder id the database knows it by, when that is not the node's own
     /// name (a lock guard of a process, or a candidate id shared by several nodes).

@@ -75,9 +75,24 @@ pub enum Error {
     #[error("database did not answer within {0:?}")]
     Timeout(Duration),
 
+    /// The server will not take writes: a PostgreSQL standby or a read-only transaction
+    /// (SQLSTATE 25006), a MySQL/MariaDB server with `read_only` on (tenure checks it itself:
+    /// a user with `SUPER` or `READ ONLY ADMIN`, such as `root`, could still write there), or a
+    /// read-only SQLite file. Nothing was written, and tenure never leads from such a server.
+    /// The store stops using the connections it had, so that a DNS name, a virtual IP or a
+    /// proxy that now points at the new primary is reached by the next call.
+    #[error(
+        "the database is read-only ({detail}): tenure never leads from a standby or a \
+         read-only server; point the URL at the primary"
+    )]
+    ReadOnly {
+        /// What the server said.
+        detail: String,
+    },
+
     /// Any other database failure. Its effect may be unknown (e.g. a dropped commit).
     #[error("database error: {0}{hint}", hint = pooler_hint(.0))]
-    Database(#[from] sqlx::Error),
+    Database(#[source] sqlx::Error),
 
     /// A stored row could not be understood.
     #[error("corrupt row in {table}: {reason}")]
@@ -115,6 +130,41 @@ pub enum Error {
     /// The elector's task has stopped.
     #[error("the elector has shut down")]
     Shutdown,
+}
+
+impl From<sqlx::Error> for Error {
+    /// A driver error; a server that refuses writes because it is read-only becomes
+    /// [`Error::ReadOnly`].
+    fn from(e: sqlx::Error) -> Self {
+        match read_only_refusal(&e) {
+            Some(detail) => Error::ReadOnly { detail },
+            None => Error::Database(e),
+        }
+    }
+}
+
+/// What the server said, if `e` is its refusal to write because it is read-only.
+///
+/// - PostgreSQL: SQLSTATE 25006 (`read_only_sql_transaction`), the answer of a hot standby
+///   and of a transaction under `default_transaction_read_only`.
+/// - MySQL/MariaDB: 25006 as well (1792, a read-only transaction), or `HY000` with error 1290
+///   or 1836 naming the read-only option or mode.
+/// - SQLite: result code 8 (`SQLITE_READONLY`) and its extended codes.
+fn read_only_refusal(e: &sqlx::Error) -> Option<String> {
+    let sqlx::Error::Database(db) = e else {
+        return None;
+    };
+    let code = db.code();
+    let message = db.message();
+    let sqlite_read_only = code
+        .as_deref()
+        .and_then(|c| c.parse::<u32>().ok())
+        .is_some_and(|c| c & 0xff == 8)
+        && message.contains("readonly");
+    let mysql_read_only = code.as_deref() == Some("HY000")
+        && (message.contains("--read-only") || message.contains("READ ONLY mode"));
+    (code.as_deref() == Some("25006") || sqlite_read_only || mysql_read_only)
+        .then(|| message.to_string())
 }
 
 /// PostgreSQL's "prepared statement already exists" (42P05) and "does not exist" (26000) on a

@@ -167,7 +167,7 @@ impl Store {
     /// # Errors
     /// [`Error::Timeout`], database errors.
     pub async fn migrate(&self) -> Result<()> {
-        bounded(self.timeout, self.backend.migrate()).await
+        self.bounded(self.backend.migrate()).await
     }
 
     /// Checks that the tables exist with a schema version this build understands.
@@ -175,7 +175,7 @@ impl Store {
     /// # Errors
     /// [`Error::SchemaMissing`], [`Error::Timeout`], database errors.
     pub async fn check_schema(&self) -> Result<()> {
-        bounded(self.timeout, self.backend.check_schema()).await
+        self.bounded(self.backend.check_schema()).await
     }
 
     /// The DDL that [`migrate`](Store::migrate) runs, for a DBA to apply by hand.
@@ -219,7 +219,7 @@ impl Store {
             validate_op(name, op).is_ok(),
             "unvalidated {op:?} on {name:?}"
         );
-        bounded(self.timeout, self.backend.apply(name, op, actor)).await
+        self.bounded(self.backend.apply(name, op, actor)).await
     }
 
     /// Renews the tenures `leases` of `holder` in one transaction (the locks' keep-alive).
@@ -228,12 +228,12 @@ impl Store {
         holder: &str,
         leases: &[(String, u64)],
     ) -> Result<Renewed> {
-        bounded(self.timeout, self.backend.renew_many(holder, leases)).await
+        self.bounded(self.backend.renew_many(holder, leases)).await
     }
 
     /// The last completed tick of schedule `name`, with the database's clock.
     pub(crate) async fn last_tick(&self, name: &str) -> Result<(Option<i64>, DbTime)> {
-        bounded(self.timeout, self.backend.last_tick(name)).await
+        self.bounded(self.backend.last_tick(name)).await
     }
 
     /// Records tick `tick_ms` of `name` as completed, fenced by `holder`'s `term`.
@@ -244,11 +244,8 @@ impl Store {
         term: u64,
         tick_ms: i64,
     ) -> Result<bool> {
-        bounded(
-            self.timeout,
-            self.backend.complete_tick(name, holder, term, tick_ms),
-        )
-        .await
+        self.bounded(self.backend.complete_tick(name, holder, term, tick_ms))
+            .await
     }
 
     /// Releases tenure `term` of `candidate`; nobody may acquire before
@@ -367,7 +364,7 @@ impl Store {
     /// [`Error::Invalid`], [`Error::Timeout`], database errors.
     pub async fn get(&self, name: &str) -> Result<Snapshot> {
         validate::name(name)?;
-        bounded(self.timeout, self.backend.get(name)).await
+        self.bounded(self.backend.get(name)).await
     }
 
     /// Every name with its state.
@@ -375,7 +372,7 @@ impl Store {
     /// # Errors
     /// [`Error::Timeout`], database errors.
     pub async fn list(&self) -> Result<Snapshot> {
-        bounded(self.timeout, self.backend.list()).await
+        self.bounded(self.backend.list()).await
     }
 
     /// The newest `limit` transitions of `name`, newest first.
@@ -384,7 +381,7 @@ impl Store {
     /// [`Error::Invalid`], [`Error::Timeout`], database errors.
     pub async fn history(&self, name: &str, limit: u32) -> Result<Vec<HistoryEntry>> {
         validate::name(name)?;
-        bounded(self.timeout, self.backend.history(name, limit)).await
+        self.bounded(self.backend.history(name, limit)).await
     }
 }
 
@@ -453,11 +450,40 @@ pub(crate) fn validate_op(name: &str, op: &Op) -> Result<()> {
     Ok(())
 }
 
+impl Store {
+    /// Runs a call of the backend with this store's timeout. After a timeout or a read-only
+    /// answer the connections open now may lead to the wrong server (a failover): the backend
+    /// stops using them, and it is told so before the timed-out call is dropped, so that the
+    /// connection that call held is closed rather than taken back into the pool.
+    async fn bounded<T>(&self, fut: impl Future<Output = Result<T>>) -> Result<T> {
+        let discard = || self.backend.discard_connections();
+        let result = bounded_then(self.timeout, fut, discard).await;
+        if matches!(result, Err(Error::ReadOnly { .. })) {
+            discard();
+        }
+        result
+    }
+}
+
 /// Runs `fut` with a timeout that turns into [`Error::Timeout`].
 async fn bounded<T>(timeout: Duration, fut: impl Future<Output = Result<T>>) -> Result<T> {
-    match tokio::time::timeout(timeout, fut).await {
-        Ok(result) => result,
-        Err(_) => Err(Error::Timeout(timeout)),
+    bounded_then(timeout, fut, || ()).await
+}
+
+/// [`bounded`], calling `on_timeout` while the timed-out `fut` still exists.
+async fn bounded_then<T>(
+    timeout: Duration,
+    fut: impl Future<Output = Result<T>>,
+    on_timeout: impl FnOnce(),
+) -> Result<T> {
+    let mut fut = std::pin::pin!(fut);
+    tokio::select! {
+        biased;
+        result = &mut fut => result,
+        () = tokio::time::sleep(timeout) => {
+            on_timeout();
+            Err(Error::Timeout(timeout))
+        }
     }
 }
 

@@ -39,7 +39,7 @@ enum Command {
         /// Only these scenarios (kill, pause, starve, proxy, sessions, restart, clock, stop-in-tx,
         /// same-id, locks, locks-same-id; with `--profile ha`: kill-primary, switchover,
         /// partition, lossy-failover, lossy-failover-async, galera-kill-primary, galera-switchover,
-        /// galera-partition).
+        /// galera-partition, standby, read-only, galera-spread).
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
         /// The seed of the nemesis's choices (random if not given; printed either way).

@@ -1,4 +1,5 @@
-//! A private MariaDB Galera cluster: three `mariadbd` with `wsrep_on` (Debian's `galera-4`),
+//! A private MariaDB Galera cluster: three `mariadbd` (or one, a standalone server as far as its
+//! clients can tell) with `wsrep_on` (Debian's `galera-4`),
 //! each with its own ports and data directory under a temporary directory, and HAProxy sending
 //! every connection to one node, the first that passes its check (`g1`; `g2` and `g3` are
 //! backups, used only when `g1` is down), as Galera users are told to do for lock-style
@@ -105,9 +106,9 @@ fn chown_tree(path: &Path, uid: u32, gid: u32) -> Result<(), String> {
 }
 
 impl Galera {
-    /// Builds the cluster and waits until all three nodes are synced and a write through
+    /// Builds a cluster of `n` nodes and waits until all are synced and a write through
     /// HAProxy commits.
-    pub async fn start(timeout: Duration, logs: &Path) -> Result<Galera, String> {
+    pub async fn start(n: usize, timeout: Duration, logs: &Path) -> Result<Galera, String> {
         let missing = missing();
         if !missing.is_empty() {
             return Err(format!("missing: {}", missing.join(", ")));
@@ -125,7 +126,6 @@ impl Galera {
             std::os::unix::fs::PermissionsExt::from_mode(0o755),
         )
         .map_err(|e| e.to_string())?;
-        let n = 3;
         // HAProxy, and per node: client, group communication, IST, SST.
         let ports = procs::free_ports(1 + 4 * n).map_err(|e| e.to_string())?;
         let mut cluster = Galera {
@@ -236,11 +236,13 @@ impl Galera {
         Ok(())
     }
 
-    fn direct_url(&self, i: usize, db: &str) -> String {
+    /// A URL of database `db` on node `i` itself, not through HAProxy.
+    pub fn direct_url(&self, i: usize, db: &str) -> String {
         format!("mysql://root@127.0.0.1:{}/{db}", self.nodes[i].port)
     }
 
-    async fn sql(&self, i: usize, sql: &str) -> Result<(), String> {
+    /// Runs `sql` on node `i` itself.
+    pub async fn sql(&self, i: usize, sql: &str) -> Result<(), String> {
         use sqlx::Connection;
         let mut c = sqlx::MySqlConnection::connect(&self.direct_url(i, "mysql"))
             .await

@@ -7,10 +7,16 @@
 //! Each scenario measures two failover times from the fault's start: the database's (the first
 //! write through HAProxy that commits on another member) and tenure's (the first tenure gained
 //! after the fault).
+//!
+//! The read-only scenarios ([`readonly`]) point the nodes straight at one server that refuses
+//! writes (a Patroni replica, a MariaDB with `read_only`), then make it writable and read-only
+//! again.
 
 pub mod galera;
 pub mod patroni;
 pub mod procs;
+mod readonly;
+mod spread;
 
 use crate::checker::{self, Expect, Verdict};
 use crate::clock;
@@ -46,6 +52,17 @@ pub enum DbFault {
     /// promotes a replica. With `synchronous_mode: false` the new tenure's commit is lost and
     /// its term is handed out again (the negative control); with `true` it never commits.
     LossyFailover,
+    /// The nodes point straight at a replica (not HAProxy): they must not lead, and say
+    /// "read-only"; a switchover promotes it and they lead; a second switchover demotes it
+    /// under its leader, which steps down by its deadline.
+    Standby,
+    /// The nodes point at one MariaDB after `SET GLOBAL read_only = 1`: the same three steps,
+    /// with `read_only = 0` and `1` again.
+    ReadOnly,
+    /// Galera with each tenure node on its own member (the lock workload): writes spread
+    /// across nodes, which tenure must warn about (`spread.rs`). The checker is not asserted:
+    /// the premise, one writer node, is broken on purpose.
+    Spread,
 }
 
 /// The database cluster a scenario builds.
@@ -57,6 +74,8 @@ pub enum ClusterKind {
     PatroniAsync,
     /// MariaDB Galera, HAProxy sending everything to the first available node.
     Galera,
+    /// One MariaDB server (a one-node Galera, built the same way).
+    MariaDb,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -119,6 +138,24 @@ pub const ALL: &[HaScenario] = &[
         cluster: ClusterKind::Galera,
         negative_control: false,
     },
+    HaScenario {
+        name: "standby",
+        fault: DbFault::Standby,
+        cluster: ClusterKind::PatroniSync,
+        negative_control: false,
+    },
+    HaScenario {
+        name: "read-only",
+        fault: DbFault::ReadOnly,
+        cluster: ClusterKind::MariaDb,
+        negative_control: false,
+    },
+    HaScenario {
+        name: "spread",
+        fault: DbFault::Spread,
+        cluster: ClusterKind::Galera,
+        negative_control: false,
+    },
 ];
 
 impl HaScenario {
@@ -127,14 +164,15 @@ impl HaScenario {
             ClusterKind::PatroniSync => "patroni sync",
             ClusterKind::PatroniAsync => "patroni async",
             ClusterKind::Galera => "galera",
+            ClusterKind::MariaDb => "mariadb",
         }
     }
 
     /// The scenario's name with its cluster, as `--only` takes it: `kill-primary`,
-    /// `lossy-failover-async`, `galera-kill-primary`.
+    /// `lossy-failover-async`, `galera-kill-primary`, `read-only` (one MariaDB).
     pub fn id(&self) -> String {
         match self.cluster {
-            ClusterKind::PatroniSync => self.name.to_string(),
+            ClusterKind::PatroniSync | ClusterKind::MariaDb => self.name.to_string(),
             ClusterKind::PatroniAsync => format!("{}-async", self.name),
             ClusterKind::Galera => format!("galera-{}", self.name),
         }
@@ -183,6 +221,9 @@ impl HaOutcome {
         let errors = self.notes.iter().any(|n| n.starts_with("error"));
         let checked = if self.scenario.negative_control {
             self.caught() > 0
+        } else if self.scenario.fault == DbFault::Spread {
+            // The premise is broken on purpose; its notes say what must hold.
+            true
         } else {
             self.verdict.violations.is_empty()
         };
@@ -193,8 +234,8 @@ impl HaOutcome {
 /// What the scenarios of `kind` need and this machine lacks.
 pub fn missing(kind: ClusterKind) -> Vec<String> {
     match kind {
-        ClusterKind::Galera => galera::missing(),
-        _ => patroni::missing(),
+        ClusterKind::Galera | ClusterKind::MariaDb => galera::missing(),
+        ClusterKind::PatroniSync | ClusterKind::PatroniAsync => patroni::missing(),
     }
 }
 
@@ -271,7 +312,6 @@ async fn drive(
     dir: &std::path::Path,
     outcome: &mut HaOutcome,
 ) -> Result<(), String> {
-    let ttl = settings.ttl;
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     // The cluster is the stage, not what is tested: a build that fails (a state transfer that
     // did not finish, say) is tried once more, and said.
@@ -295,10 +335,79 @@ async fn drive(
     let nodes = Scenario {
         name: scenario.name,
         fault: Fault::Kill,
-        workload: Workload::Elector,
+        workload: if scenario.fault == DbFault::Spread {
+            Workload::Locks
+        } else {
+            Workload::Elector
+        },
         shared_id: false,
     };
-    let mut c = Cluster::start(&target, settings, dir, &nodes, Vec::new()).await?;
+    let (mut c, fault_at, target_name) = match scenario.fault {
+        DbFault::Standby | DbFault::ReadOnly => {
+            let c = Cluster::prepare(&target, settings, dir, &nodes, Vec::new()).await?;
+            readonly::drive(c, &mut db, outcome).await?
+        }
+        DbFault::Spread => {
+            let c = Cluster::prepare(&target, settings, dir, &nodes, Vec::new()).await?;
+            spread::drive(c, &db, outcome).await?
+        }
+        _ => {
+            let c = Cluster::start(&target, settings, dir, &nodes, Vec::new()).await?;
+            fail_over(scenario, c, &mut db, &url, &mut rng, outcome).await?
+        }
+    };
+    c.stop_all().await;
+    if scenario.cluster == ClusterKind::Galera && scenario.fault != DbFault::Spread {
+        outcome
+            .notes
+            .extend(spread::connect_notes(&spread::warned(&c)));
+    }
+    let (history, leases) = c.collect().await?;
+    outcome.issued = history
+        .iter()
+        .filter(|e| matches!(e.kind, Kind::OpIssued { .. }))
+        .count();
+    outcome.tenure_failover = history
+        .iter()
+        .find(|e| e.t > fault_at && matches!(e.kind, Kind::Gained { .. }))
+        .map(|e| clock::between(fault_at, e.t));
+    let acquisitions = leases.get(&c.name).map_or(&[][..], Vec::as_slice);
+    if scenario.fault != DbFault::Spread {
+        outcome.verdict = checker::check(&history, acquisitions, &scenario.expect());
+    }
+    if let (Database::Galera(g), false) = (&db, scenario.fault == DbFault::Spread) {
+        let now = g
+            .primary()
+            .await
+            .map_or("-".to_string(), |i| g.nodes[i].name.clone());
+        outcome
+            .notes
+            .push(format!("HAProxy's node {target_name} → {now}"));
+    }
+    if let Ok(roles) = db.roles().await {
+        let leader = roles.iter().find(|r| r.role == "leader");
+        outcome.notes.push(format!(
+            "database primary {target_name} → {} (timeline {})",
+            leader.map_or("-", |r| r.name.as_str()),
+            leader
+                .and_then(|r| r.timeline)
+                .map_or("-".into(), |t| t.to_string())
+        ));
+    }
+    Ok(())
+}
+
+/// The failover scenarios: a tenure leader through HAProxy, then the fault on the database,
+/// then a new leader. Returns the nodes, when the fault began and the member it hit.
+async fn fail_over(
+    scenario: &HaScenario,
+    mut c: Cluster,
+    db: &mut Database,
+    url: &str,
+    rng: &mut rand::rngs::StdRng,
+    outcome: &mut HaOutcome,
+) -> Result<(Cluster, u64, String), String> {
+    let ttl = c.settings.ttl;
     let leader = c
         .wait_leader(ttl * 4)
         .await
@@ -307,7 +416,7 @@ async fn drive(
     sleep(ttl + Duration::from_millis(rng.gen_range(0..ttl.as_millis() as u64 / 4))).await;
     let primary = db.primary().await.ok_or("the cluster names no primary")?;
     let (target_name, old_port) = db.member(primary);
-    let fault_at = match (&mut db, scenario.fault) {
+    let fault_at = match (&mut *db, scenario.fault) {
         (db, DbFault::KillPrimary) => {
             let t = start(&c, "primary_kill", &target_name);
             db.kill(primary);
@@ -378,9 +487,12 @@ async fn drive(
         (Database::Galera(_), fault) => {
             return Err(format!("{fault:?} is not a Galera scenario"));
         }
+        (_, fault @ (DbFault::Standby | DbFault::ReadOnly | DbFault::Spread)) => {
+            return Err(format!("{fault:?} is not a failover scenario"));
+        }
     };
     outcome.db_failover =
-        wait_writable(db.kind(), &url, old_port, fault_at, Duration::from_secs(60)).await;
+        wait_writable(db.kind(), url, old_port, fault_at, Duration::from_secs(60)).await;
     if outcome.db_failover.is_none() {
         return Err("the database did not fail over within 60 s".into());
     }
@@ -396,7 +508,7 @@ async fn drive(
     // Let the new tenure work.
     sleep(ttl).await;
     if scenario.fault == DbFault::Partition {
-        match &db {
+        match &*db {
             // Held bytes (the old leader's last statements) now reach the old primary.
             Database::Patroni(db) => db.partition(primary, false),
             Database::Galera(db) => db.isolate(primary, false).await?,
@@ -404,38 +516,7 @@ async fn drive(
         end(&c, "partition", &target_name);
         sleep(ttl).await;
     }
-    c.stop_all().await;
-    let (history, leases) = c.collect().await?;
-    outcome.issued = history
-        .iter()
-        .filter(|e| matches!(e.kind, Kind::OpIssued { .. }))
-        .count();
-    outcome.tenure_failover = history
-        .iter()
-        .find(|e| e.t > fault_at && matches!(e.kind, Kind::Gained { .. }))
-        .map(|e| clock::between(fault_at, e.t));
-    let acquisitions = leases.get(&c.name).map_or(&[][..], Vec::as_slice);
-    outcome.verdict = checker::check(&history, acquisitions, &scenario.expect());
-    if let Database::Galera(g) = &db {
-        let now = g
-            .primary()
-            .await
-            .map_or("-".to_string(), |i| g.nodes[i].name.clone());
-        outcome
-            .notes
-            .push(format!("HAProxy's node {target_name} → {now}"));
-    }
-    if let Ok(roles) = db.roles().await {
-        let leader = roles.iter().find(|r| r.role == "leader");
-        outcome.notes.push(format!(
-            "database primary {target_name} → {} (timeline {})",
-            leader.map_or("-", |r| r.name.as_str()),
-            leader
-                .and_then(|r| r.timeline)
-                .map_or("-".into(), |t| t.to_string())
-        ));
-    }
-    Ok(())
+    Ok((c, fault_at, target_name))
 }
 
 fn start(c: &Cluster, fault: &str, target: &str) -> u64 {
@@ -614,7 +695,8 @@ impl Database {
     async fn start(kind: ClusterKind, logs: &std::path::Path) -> Result<Database, String> {
         let timeout = Duration::from_secs(60);
         Ok(match kind {
-            ClusterKind::Galera => Database::Galera(Galera::start(timeout, logs).await?),
+            ClusterKind::Galera => Database::Galera(Galera::start(3, timeout, logs).await?),
+            ClusterKind::MariaDb => Database::Galera(Galera::start(1, timeout, logs).await?),
             kind => Database::Patroni(
                 Patroni::start(kind == ClusterKind::PatroniSync, timeout, logs).await?,
             ),
@@ -648,6 +730,14 @@ impl Database {
         match self {
             Database::Patroni(p) => (p.members[i].name.clone(), p.members[i].pg_port),
             Database::Galera(g) => (g.nodes[i].name.clone(), g.nodes[i].port),
+        }
+    }
+
+    /// A URL of database `db` on member `i` itself, not through HAProxy.
+    fn direct_url(&self, i: usize, db: &str) -> String {
+        match self {
+            Database::Patroni(p) => p.direct_url(i, db),
+            Database::Galera(g) => g.direct_url(i, db),
         }
     }
 

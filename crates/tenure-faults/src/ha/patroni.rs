@@ -232,6 +232,15 @@ impl Patroni {
         format!("postgres://postgres@127.0.0.1:{}/{db}", self.haproxy_port)
     }
 
+    /// A URL of database `db` on member `i`'s PostgreSQL itself: not through HAProxy, nor
+    /// through the member's proxies.
+    pub fn direct_url(&self, i: usize, db: &str) -> String {
+        format!(
+            "postgres://postgres@127.0.0.1:{}/{db}",
+            self.members[i].pg_port
+        )
+    }
+
     /// Every live member's view of the cluster (`GET /cluster` of the first that answers).
     pub async fn roles(&self) -> Result<Vec<Role>, String> {
         let mut last = String::from("no live member");
@@ -509,6 +518,25 @@ pub async fn write_probe(url: &str, timeout: Duration) -> Result<u16, String> {
     tokio::time::timeout(timeout, attempt)
         .await
         .map_err(|_| format!("no write within {timeout:?}"))?
+}
+
+/// Whether the server at `url` is a standby (`pg_is_in_recovery()`), within `timeout`.
+pub async fn in_recovery(url: &str, timeout: Duration) -> Result<bool, String> {
+    use sqlx::Connection;
+    let ask = async {
+        let mut c = sqlx::PgConnection::connect(url)
+            .await
+            .map_err(|e| e.to_string())?;
+        let standby: bool = sqlx::query_scalar("SELECT pg_is_in_recovery()")
+            .fetch_one(&mut c)
+            .await
+            .map_err(|e| e.to_string())?;
+        let _ = c.close().await;
+        Ok::<bool, String>(standby)
+    };
+    tokio::time::timeout(timeout, ask)
+        .await
+        .map_err(|_| format!("no answer within {timeout:?}"))?
 }
 
 #[cfg(test)]

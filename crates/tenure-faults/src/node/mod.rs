@@ -20,9 +20,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tenure::{Elector, LeaderGuard, Role, Timing};
+use tenure::{Elector, LeaderGuard, Timing};
 use tracing_subscriber::layer::SubscriberExt;
-use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::Layer;
 
 /// What a node needs to know.
@@ -51,7 +50,11 @@ pub struct NodeConfig {
 /// Runs a node until SIGTERM or SIGINT; then shuts the elector down (releasing) and returns.
 pub async fn run(config: NodeConfig) -> Result<(), String> {
     let log = Arc::new(EventLog::create(&config.events, &config.id).map_err(|e| e.to_string())?);
-    tracing_subscriber::registry()
+    // Not `.init()`: it would also route the `log` crate through these per-layer filters, and
+    // an answered `log_enabled!` (sqlx asks one before it logs a failed statement) leaves the
+    // filters' per-thread state set, so that the next event of that thread (the elector's
+    // `campaign failed`) was dropped by both layers.
+    let subscriber = tracing_subscriber::registry()
         .with(capture::Campaigns(log.clone()).with_filter(
             tracing_subscriber::filter::Targets::new().with_target("tenure", tracing::Level::DEBUG),
         ))
@@ -59,8 +62,8 @@ pub async fn run(config: NodeConfig) -> Result<(), String> {
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
                 .with_filter(tracing_subscriber::filter::LevelFilter::INFO),
-        )
-        .init();
+        );
+    tracing::subscriber::set_global_default(subscriber).map_err(|e| e.to_string())?;
     log.record(Kind::Start {
         pid: std::process::id(),
     });
@@ -84,7 +87,6 @@ pub async fn run(config: NodeConfig) -> Result<(), String> {
         .timing(timing)
         .spawn()
         .map_err(|e| e.to_string())?;
-    tokio::spawn(record_renewals(elector.role(), log.clone()));
     let leading = async {
         while let Ok(guard) = elector.wait_until_leader().await {
             lead(guard, &db, &log, &config).await;
@@ -99,21 +101,25 @@ pub async fn run(config: NodeConfig) -> Result<(), String> {
     Ok(())
 }
 
-/// Records each renewal (a new deadline for the same term) from the role watch.
-async fn record_renewals(mut role: tokio::sync::watch::Receiver<Role>, log: Arc<EventLog>) {
-    let mut last = None;
-    while role.changed().await.is_ok() {
-        let now = role.borrow_and_update().clone();
-        if let Role::Leader { term, deadline } = now {
-            if last == Some(term) {
-                log.record(Kind::Renewed {
-                    term,
-                    deadline: clock::instant_ns(deadline),
-                });
-            }
-            last = Some(term);
-        } else {
-            last = None;
+/// Records each renewal of `guard`'s tenure (a new deadline for its term) until it is lost.
+/// The role watch does not wake its receivers on a renewal (only on a change of role or
+/// term), so the guard's deadline is read every 10 ms; the event may come up to that late,
+/// with the deadline the renewal set.
+async fn record_renewals(guard: LeaderGuard, log: Arc<EventLog>) {
+    let term = guard.term();
+    let mut last = guard.deadline();
+    loop {
+        tokio::select! {
+            () = guard.lost() => return,
+            () = tokio::time::sleep(Duration::from_millis(10)) => {}
+        }
+        let deadline = guard.deadline();
+        if deadline > last && !guard.is_lost() {
+            log.record(Kind::Renewed {
+                term,
+                deadline: clock::instant_ns(deadline),
+            });
+            last = deadline;
         }
     }
 }
@@ -127,6 +133,7 @@ async fn lead(guard: LeaderGuard, db: &Db, log: &Arc<EventLog>, config: &Arc<Nod
         deadline: clock::instant_ns(guard.deadline()),
         holder: (config.candidate != config.id).then(|| config.candidate.clone()),
     });
+    let renewals = tokio::spawn(record_renewals(guard.clone(), log.clone()));
     let seq = Arc::new(AtomicU64::new(0));
     let fenced = tokio::spawn(operate(
         guard.clone(),
@@ -148,7 +155,7 @@ async fn lead(guard: LeaderGuard, db: &Db, log: &Arc<EventLog>, config: &Arc<Nod
     log.record(Kind::SteppedDown { term });
     drop(guard);
     // Each loop notices at its next check; neither is cancelled (the control must stay naive).
-    let _ = tokio::join!(fenced, control);
+    let _ = tokio::join!(fenced, control, renewals);
 }
 
 /// A loop of protected operations on one resource while `guard` holds.

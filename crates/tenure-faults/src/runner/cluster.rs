@@ -60,6 +60,7 @@ impl Node {
 pub struct Cluster {
     pub dir: PathBuf,
     pub kind: BackendKind,
+    /// The URL the nodes are given (`Cluster::start`: the target's).
     pub url: String,
     pub name: String,
     pub workload: Workload,
@@ -85,6 +86,22 @@ fn unique(prefix: &str) -> String {
 impl Cluster {
     /// Creates the register table and starts `settings.nodes` nodes.
     pub async fn start(
+        target: &Target,
+        settings: &Settings,
+        dir: &Path,
+        scenario: &Scenario,
+        env: Vec<(String, String)>,
+    ) -> Result<Cluster, String> {
+        let mut cluster = Cluster::prepare(target, settings, dir, scenario, env).await?;
+        for slot in 0..settings.nodes {
+            cluster.spawn(slot)?;
+        }
+        Ok(cluster)
+    }
+
+    /// Creates the register table, but starts no node: the caller may point the nodes
+    /// elsewhere ([`Cluster::url`]: a replica of the target, say) and [`Cluster::spawn`] them.
+    pub async fn prepare(
         target: &Target,
         settings: &Settings,
         dir: &Path,
@@ -121,7 +138,7 @@ impl Cluster {
                 proxies.push(Proxy::start(upstream).await.map_err(|e| e.to_string())?);
             }
         }
-        let mut cluster = Cluster {
+        let cluster = Cluster {
             dir: dir.to_path_buf(),
             kind: target.kind,
             url,
@@ -139,9 +156,6 @@ impl Cluster {
             store,
             incarnations: vec![0; settings.nodes],
         };
-        for slot in 0..settings.nodes {
-            cluster.spawn(slot)?;
-        }
         Ok(cluster)
     }
 
@@ -169,8 +183,9 @@ impl Cluster {
             Some(proxy) => via(&self.url, proxy.addr())?,
             None => self.url.clone(),
         };
+        let log_path = self.dir.join(format!("{id}.log"));
         let log =
-            std::fs::File::create(self.dir.join(format!("{id}.log"))).map_err(|e| e.to_string())?;
+            std::fs::File::create(&log_path).map_err(|e| format!("{}: {e}", log_path.display()))?;
         let child = Command::new(&self.settings.exe)
             .arg("node")
             .args(["--url", &url, "--name", &self.name, "--id", &id])

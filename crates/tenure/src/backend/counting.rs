@@ -156,4 +156,8 @@ impl Backend for CountingBackend {
     fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
         self.inner.subscribe()
     }
+
+    fn discard_connections(&self) {
+        self.inner.discard_connections()
+    }
 }

@@ -21,6 +21,7 @@ pub mod sqlite;
 
 #[cfg(feature = "testing")]
 mod counting;
+mod fresh;
 pub(crate) mod kind;
 pub(crate) mod options;
 mod sql;
@@ -137,6 +138,12 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
         None
     }
+
+    /// Stops using the connections open now: a call timed out or found the server read-only,
+    /// so they may lead to a server that is no longer the primary, or hang. Later calls open
+    /// new ones (through DNS, a virtual IP or a proxy, to wherever the primary is now). Called
+    /// by [`Store`](crate::Store); the default does nothing.
+    fn discard_connections(&self) {}
 }
 
 /// Opens (and closes) one connection, so that a refused connection or bad credentials are

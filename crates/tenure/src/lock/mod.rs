@@ -543,15 +543,16 @@ fn until(next: Instant, give_up: Option<Instant>) -> Instant {
     give_up.map_or(next, |g| next.min(g))
 }
 
-/// A waiting caller retries after a timeout or a database error (until it gives up, when the
-/// last such error is returned); other errors end the wait at once.
+/// A waiting caller retries after a timeout, a database error or a read-only server (a
+/// failover may be under way; until it gives up, when the last such error is returned); other
+/// errors end the wait at once.
 fn transient<T>(result: Result<T>, failed: &mut Option<Error>) -> Result<Option<T>> {
     match result {
         Ok(answer) => {
             *failed = None;
             Ok(Some(answer))
         }
-        Err(e @ (Error::Timeout(_) | Error::Database(_))) => {
+        Err(e @ (Error::Timeout(_) | Error::Database(_) | Error::ReadOnly { .. })) => {
             tracing::warn!(error = %e, "lock attempt failed; trying again");
             *failed = Some(e);
             Ok(None)

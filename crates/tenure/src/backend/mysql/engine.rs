@@ -1,11 +1,14 @@
 //! The MySQL family's engine: its schema, its dialect and its pool's session settings.
 
+use super::galera::Galera;
+use crate::backend::fresh::Freshness;
 use crate::backend::sql::{Dialect, Engine};
 use crate::backend::{BackendKind, RedactedUrl, StoreOptions};
 use crate::error::{Error, Result};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::MySqlPool;
 use std::str::FromStr;
+use std::sync::Arc;
 
 const SCHEMA: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS {p}lease (
@@ -41,9 +44,11 @@ const SCHEMA: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS {p}schema (version BIGINT NOT NULL) ENGINE=InnoDB",
 ];
 
-/// The MySQL / MariaDB engine of [`MySqlBackend`](super::MySqlBackend). It keeps no state of
-/// its own.
-pub struct MySql;
+/// The MySQL / MariaDB engine of [`MySqlBackend`](super::MySqlBackend). It keeps the Galera
+/// node it writes through, if the server is one (see `galera.rs`).
+pub struct MySql {
+    galera: Option<Galera>,
+}
 
 impl Engine for MySql {
     type Database = sqlx::MySql;
@@ -61,6 +66,7 @@ impl Engine for MySql {
             to_us: |col| format!("TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', {col})"),
             from_us: |param| format!("TIMESTAMPADD(MICROSECOND, {param}, '1970-01-01 00:00:00')"),
             now_us: "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))",
+            read_only: Some("CAST(@@global.read_only AS SIGNED)"),
             now_with_lock: false,
             for_update: "FOR UPDATE",
             share_lock: "LOCK IN SHARE MODE",
@@ -73,10 +79,17 @@ impl Engine for MySql {
             fence: |table| {
                 format!(
                     "SELECT term FROM {table} WHERE name = ? AND holder = ? AND term = ? \
-                     AND expires_at > UTC_TIMESTAMP(6) LOCK IN SHARE MODE"
+                     AND expires_at > UTC_TIMESTAMP(6) AND @@global.read_only = 0 \
+                     LOCK IN SHARE MODE"
                 )
             },
             schema: SCHEMA,
+        }
+    }
+
+    fn conflict(&self, name: &str, error: &sqlx::Error) {
+        if let Some(galera) = &self.galera {
+            galera.conflict(name, error);
         }
     }
 
@@ -84,6 +97,7 @@ impl Engine for MySql {
         url: &str,
         redacted: &RedactedUrl,
         options: &StoreOptions,
+        fresh: &Arc<Freshness>,
         _pooled: bool,
     ) -> Result<(MySqlPool, MySql)> {
         let normalized = match url.strip_prefix("mariadb:") {
@@ -100,7 +114,8 @@ impl Engine for MySql {
         // no lock wait outlasts it.
         let session_s = options.timeout.as_secs().max(1);
         crate::backend::probe(&connect, options.timeout, redacted).await?;
-        let pool = MySqlPoolOptions::new()
+        let pool = fresh
+            .guard(MySqlPoolOptions::new())
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     // READ COMMITTED: a row is locked and read at its latest version anyway,
@@ -128,6 +143,15 @@ impl Engine for MySql {
                 url: redacted.to_string(),
                 source,
             })?;
-        Ok((pool, MySql))
+        let galera = Galera::detect(&pool)
+            .await
+            .map_err(|source| Error::Connect {
+                url: redacted.to_string(),
+                source,
+            })?;
+        if let Some(galera) = &galera {
+            galera.announce(redacted.as_str());
+        }
+        Ok((pool, MySql { galera }))
     }
 }

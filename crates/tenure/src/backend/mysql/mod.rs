@@ -6,6 +6,7 @@
 //! rows: the row is read under its lock and the model decides.
 
 mod engine;
+mod galera;
 
 pub use engine::MySql;
 

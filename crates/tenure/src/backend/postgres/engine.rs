@@ -2,6 +2,7 @@
 //! `pg_notify` into [`Backend::subscribe`](crate::Backend::subscribe).
 
 use super::one_statement::{self, CycleStatements};
+use crate::backend::fresh::Freshness;
 use crate::backend::sql::{Dialect, Engine, SqlBackend};
 use crate::backend::url::{split_pooler, Pooler};
 use crate::backend::{Applied, BackendKind, RedactedUrl, StoreOptions};
@@ -11,6 +12,7 @@ use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::PgPool;
 use std::borrow::Cow;
 use std::str::FromStr;
+use std::sync::Arc;
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
@@ -86,6 +88,7 @@ impl Engine for Postgres {
                 format!("(TIMESTAMPTZ 'epoch' + {param}::BIGINT * INTERVAL '1 microsecond')")
             },
             now_us: "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT",
+            read_only: None,
             now_with_lock: true,
             for_update: "FOR UPDATE",
             share_lock: "FOR SHARE",
@@ -108,6 +111,7 @@ impl Engine for Postgres {
         url: &str,
         redacted: &RedactedUrl,
         options: &StoreOptions,
+        fresh: &Arc<Freshness>,
         pooled: bool,
     ) -> Result<(PgPool, Postgres)> {
         let mut connect = PgConnectOptions::from_str(url).map_err(|e| Error::BadUrl {
@@ -135,7 +139,7 @@ impl Engine for Postgres {
         );
         crate::backend::probe(&connect, options.timeout, redacted).await?;
         let listen_here = !pooled && options.notify_url.is_none();
-        let mut pool = PgPoolOptions::new();
+        let mut pool = fresh.guard(PgPoolOptions::new());
         if !pooled {
             pool = pool.after_connect(move |conn, _| {
                 Box::pin(async move {
@@ -156,15 +160,12 @@ impl Engine for Postgres {
             .await
             .map_err(connect_error)?;
         let channel = format!("{}lease", options.table_prefix);
-        let listener = match &options.notify_url {
-            Some(notify) => Some(listen_on(notify, &channel, options).await?),
-            None if listen_here => {
-                let mut listener = PgListener::connect_with(&pool)
-                    .await
-                    .map_err(connect_error)?;
-                listener.listen(&channel).await.map_err(connect_error)?;
-                Some(listener)
+        let listening = match &options.notify_url {
+            Some(notify) => {
+                let (notify_pool, shown) = notify_pool(notify, options).await?;
+                Some(listen(&notify_pool, channel, &shown).await?)
             }
+            None if listen_here => Some(listen(&pool, channel, redacted.as_str()).await?),
             None => {
                 tracing::info!(
                     url = %redacted,
@@ -176,12 +177,8 @@ impl Engine for Postgres {
                 None
             }
         };
-        let (notifications, listener) = match listener {
-            Some(listener) => {
-                let (notifications, _) = broadcast::channel(1024);
-                let task = tokio::spawn(forward(listener, notifications.clone()));
-                (Some(notifications), Some(task))
-            }
+        let (notifications, listener) = match listening {
+            Some((notifications, task)) => (Some(notifications), Some(task)),
             None => (None, None),
         };
         // `UNLISTEN *`: a client that LISTENed through the pooler (tenure itself without
@@ -221,9 +218,9 @@ impl Engine for Postgres {
     }
 }
 
-/// LISTENs on `channel` on the notify URL `url`: a direct PostgreSQL server (or a
-/// session-mode pool), never a transaction pooler.
-async fn listen_on(url: &str, channel: &str, options: &StoreOptions) -> Result<PgListener> {
+/// A pool of one connection to the notify URL `url`: a direct PostgreSQL server (or a
+/// session-mode pool), never a transaction pooler; and the URL as errors show it.
+async fn notify_pool(url: &str, options: &StoreOptions) -> Result<(PgPool, String)> {
     let redacted = RedactedUrl::new(url);
     let shown = format!("{redacted} (the notify URL)");
     let bad = |reason: String| Error::BadUrl {
@@ -262,11 +259,60 @@ async fn listen_on(url: &str, channel: &str, options: &StoreOptions) -> Result<P
         .connect_with(connect)
         .await
         .map_err(connect_error)?;
-    let mut listener = PgListener::connect_with(&pool)
+    Ok((pool, shown))
+}
+
+/// LISTENs on `channel` through `pool` (of the server `shown`) and forwards what arrives to
+/// the returned sender, from a task of its own.
+async fn listen(
+    pool: &PgPool,
+    channel: String,
+    shown: &str,
+) -> Result<(broadcast::Sender<String>, JoinHandle<()>)> {
+    let connect_error = |source| Error::Connect {
+        url: shown.to_string(),
+        source,
+    };
+    let mut listener = PgListener::connect_with(pool)
         .await
         .map_err(connect_error)?;
-    listener.listen(channel).await.map_err(connect_error)?;
-    Ok(listener)
+    let (notifications, _) = broadcast::channel(1024);
+    let task = match listener.listen(&channel).await {
+        Ok(()) => tokio::spawn(forward(listener, notifications.clone())),
+        // A standby refuses LISTEN ("cannot execute LISTEN during recovery", 25006). Start
+        // anyway, so that every campaign says why it does not lead (`Error::ReadOnly`) and
+        // the store leads once the server is promoted; listen from then on.
+        Err(e) if is_read_only(&e) => {
+            tracing::warn!(
+                url = %shown,
+                "the server is a standby: no notifications until it takes writes; polling"
+            );
+            tokio::spawn(listen_later(pool.clone(), channel, notifications.clone()))
+        }
+        Err(e) => return Err(connect_error(e)),
+    };
+    Ok((notifications, task))
+}
+
+/// Whether `e` is the server's refusal because it is read-only (SQLSTATE 25006).
+fn is_read_only(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|c| c == "25006")
+}
+
+/// LISTENs on `channel` as soon as the server takes it (tried every second), then forwards.
+async fn listen_later(pool: PgPool, channel: String, out: broadcast::Sender<String>) {
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let Ok(mut listener) = PgListener::connect_with(&pool).await else {
+            continue;
+        };
+        if listener.listen(&channel).await.is_ok() {
+            tracing::info!("the server takes LISTEN now: notifications resume");
+            return forward(listener, out).await;
+        }
+    }
 }
 
 /// Forwards notifications to subscribers. `PgListener` reconnects by itself after an error;

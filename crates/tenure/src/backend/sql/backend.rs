@@ -4,6 +4,7 @@
 
 use super::dialect::Dialect;
 use super::statements::Statements;
+use crate::backend::fresh::Freshness;
 use crate::backend::url::{split_pooler, Pooler};
 use crate::backend::{Applied, BackendKind, RedactedUrl, StoreOptions};
 use crate::error::Error;
@@ -13,6 +14,7 @@ use crate::model::Op;
 use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 use tokio::sync::broadcast;
 
 /// The backend of every SQL engine, as sqlx's `Pool<DB>` is the pool of every driver: users name
@@ -30,6 +32,8 @@ pub struct SqlBackend<E: Engine> {
     /// unnamed and runs inside an explicit transaction, which pins one server.
     pub(in crate::backend) pooled: bool,
     pub(in crate::backend) engine: E,
+    /// Which of the pool's connections are too old to use (see `fresh.rs`).
+    pub(in crate::backend) fresh: Arc<Freshness>,
 }
 
 impl<E: Engine> SqlBackend<E> {
@@ -73,7 +77,8 @@ impl<E: Engine> SqlBackend<E> {
             });
         }
         let pooled = pooler == Pooler::Transaction;
-        let (pool, engine) = E::open(&stripped, &redacted, options, pooled).await?;
+        let fresh = Freshness::new();
+        let (pool, engine) = E::open(&stripped, &redacted, options, &fresh, pooled).await?;
         Ok(SqlBackend {
             pool,
             stmts: Statements::new(&options.table_prefix, &E::dialect()),
@@ -81,6 +86,7 @@ impl<E: Engine> SqlBackend<E> {
             retention_us: options.retention_us(),
             pooled,
             engine,
+            fresh,
         })
     }
 
@@ -173,7 +179,9 @@ pub trait Engine: Sized + Send + Sync + 'static {
 
     /// Connects a pool to `url` (its password hidden in `redacted`; tenure's own `pooler`
     /// option already removed), set up as `options` ask, and starts what the engine runs beside
-    /// it. `pooled`: through a transaction-mode pooler (only PostgreSQL is opened so).
+    /// it. A server engine guards its pool with `fresh` ([`Freshness::guard`]), so that
+    /// connections opened before a failover are dropped; a file has no failover. `pooled`:
+    /// through a transaction-mode pooler (only PostgreSQL is opened so).
     ///
     /// # Errors
     /// [`Error::BadUrl`](crate::Error::BadUrl) for a URL sqlx cannot read,
@@ -182,6 +190,7 @@ pub trait Engine: Sized + Send + Sync + 'static {
         url: &str,
         redacted: &RedactedUrl,
         options: &StoreOptions,
+        fresh: &Arc<Freshness>,
         pooled: bool,
     ) -> impl Future<Output = Result<(sqlx::Pool<Self::Database>, Self)>> + Send;
 
@@ -195,6 +204,10 @@ pub trait Engine: Sized + Send + Sync + 'static {
     ) -> impl Future<Output = Result<Option<Applied>>> + Send {
         async { Ok(None) }
     }
+
+    /// A transaction on lease `name` failed with a transient conflict (`error`; it is tried
+    /// again). The MySQL engine warns here when the conflict came from another Galera node.
+    fn conflict(&self, _name: &str, _error: &sqlx::Error) {}
 
     /// Names whose lease changed, as the database pushes them; `None` where it cannot push.
     fn subscribe(&self) -> Option<broadcast::Receiver<String>> {

@@ -14,6 +14,11 @@ pub struct Dialect {
     pub from_us: fn(&str) -> String,
     /// The database's current time, read when the expression is evaluated.
     pub now_us: &'static str,
+    /// An expression that is true when the server is read-only, read with the clock by every
+    /// write transaction, where the server would otherwise let tenure write (MySQL/MariaDB:
+    /// `@@global.read_only`, which users with `SUPER` or `READ ONLY ADMIN` may ignore).
+    /// `None` where the server itself refuses (PostgreSQL's standby, a read-only SQLite file).
+    pub read_only: Option<&'static str>,
     /// Whether the row lock and the clock can be read in one statement, with the clock read
     /// after the lock was granted.
     pub now_with_lock: bool,

@@ -80,6 +80,18 @@ where
         Self::raw_lease(row)?.into_lease(&self.stmts.lease_table)
     }
 
+    /// The database's clock from a row of the `now` statement, read inside a write
+    /// transaction; [`Error::ReadOnly`] if the row says the server is read-only (where the
+    /// dialect must check that itself: MySQL, whose privileged users could still write).
+    fn clock(&self, row: <E::Database as Database>::Row) -> Result<DbTime> {
+        if self.stmts.checks_read_only && row.try_get::<i64, _>("read_only")? != 0 {
+            return Err(Error::ReadOnly {
+                detail: "@@global.read_only is ON".to_string(),
+            });
+        }
+        Ok(DbTime(row.try_get::<i64, _>("now_us")?))
+    }
+
     /// Rows of a `clock_join` query: the clock, and the lease if the join matched.
     fn snapshot_from(&self, rows: &[<E::Database as Database>::Row]) -> Result<Snapshot> {
         let mut now = None;
@@ -119,12 +131,7 @@ where
         };
         let now = match now {
             Some(now) => now,
-            None => DbTime(
-                self.query(&s.now)
-                    .fetch_one(&mut *tx)
-                    .await?
-                    .try_get::<i64, _>("now_us")?,
-            ),
+            None => self.clock(self.query(&s.now).fetch_one(&mut *tx).await?)?,
         };
         let decision = decide(now, name, current.as_ref(), op);
         if let (true, Some(lease)) = (decision.write, &decision.lease) {
@@ -215,6 +222,7 @@ where
             match self.apply_once(name, op, actor).await {
                 Err(Error::Database(e)) if attempt < 8 && is_retryable(&e) => {
                     tracing::debug!(name, error = %e, "transient conflict; retrying");
+                    self.engine.conflict(name, &e);
                     let pause = rand::random::<u64>() % (2 * attempt as u64 + 1);
                     tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
                 }
@@ -226,12 +234,7 @@ where
     async fn renew_many(&self, holder: &str, leases: &[(String, u64)]) -> Result<Renewed> {
         let s = &self.stmts;
         let mut tx = self.pool.begin_with(self.engine.begin()).await?;
-        let now = DbTime(
-            self.query(&s.now)
-                .fetch_one(&mut *tx)
-                .await?
-                .try_get::<i64, _>("now_us")?,
-        );
+        let now = self.clock(self.query(&s.now).fetch_one(&mut *tx).await?)?;
         let mut renewed = Vec::with_capacity(leases.len());
         for chunk in leases.chunks(RENEW_CHUNK) {
             let (update, read_back) = s.renew(chunk.len());
@@ -300,11 +303,7 @@ where
                 term,
             });
         }
-        let now: i64 = self
-            .query(&s.now)
-            .fetch_one(&mut *tx)
-            .await?
-            .try_get("now_us")?;
+        let now = self.clock(self.query(&s.now).fetch_one(&mut *tx).await?)?.0;
         let last: Option<i64> = self
             .query(&s.lock_tick)
             .bind(name)
@@ -434,5 +433,9 @@ where
 
     fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
         self.engine.subscribe()
+    }
+
+    fn discard_connections(&self) {
+        self.fresh.discard_open_connections();
     }
 }

@@ -13,7 +13,10 @@ pub(crate) const RENEW_CHUNK: usize = 5000;
 /// Every statement a backend runs, with the table prefix filled in.
 pub(crate) struct Statements {
     pub lock_row: String,
+    /// The clock, and (where the dialect must check it) whether the server is read-only.
     pub now: String,
+    /// Whether `now` has a `read_only` column to check before writing.
+    pub checks_read_only: bool,
     pub get_row: String,
     pub list: String,
     pub insert_row: String,
@@ -55,9 +58,18 @@ impl Statements {
             tick: format!("{prefix}tick"),
             schema: format!("{prefix}schema"),
         };
+        // The read-only check rides on the `now` statement, which the model's transaction
+        // skips where the row lock already read the clock.
+        debug_assert!(!(d.now_with_lock && d.read_only.is_some()));
         Statements {
             lock_row: lock_row(&t, d),
-            now: format!("SELECT {} AS now_us", d.now_us),
+            now: match d.read_only {
+                Some(read_only) => {
+                    format!("SELECT {} AS now_us, {read_only} AS read_only", d.now_us)
+                }
+                None => format!("SELECT {} AS now_us", d.now_us),
+            },
+            checks_read_only: d.read_only.is_some(),
             get_row: format!(
                 "{} LEFT JOIN {} l ON l.name = {}",
                 clock_join(d),

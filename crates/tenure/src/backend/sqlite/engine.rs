@@ -1,11 +1,13 @@
 //! The SQLite engine: its schema, its dialect and its single-connection pool.
 
+use crate::backend::fresh::Freshness;
 use crate::backend::sql::{Dialect, Engine};
 use crate::backend::{BackendKind, RedactedUrl, StoreOptions};
 use crate::error::{Error, Result};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::SqlitePool;
 use std::str::FromStr;
+use std::sync::Arc;
 
 const SCHEMA: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS {p}lease (
@@ -69,6 +71,7 @@ impl Engine for Sqlite {
             },
             now_us: "(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) * 1000)",
             // BEGIN IMMEDIATE already holds the write lock when the row and clock are read.
+            read_only: None,
             now_with_lock: false,
             for_update: "",
             share_lock: "",
@@ -90,6 +93,7 @@ impl Engine for Sqlite {
         url: &str,
         redacted: &RedactedUrl,
         options: &StoreOptions,
+        _fresh: &Arc<Freshness>,
         _pooled: bool,
     ) -> Result<(SqlitePool, Sqlite)> {
         let connect = SqliteConnectOptions::from_str(url)
