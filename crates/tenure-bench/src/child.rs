@@ -3,8 +3,8 @@
 //! its stop and exits 0.
 //!
 //! It asks for SIGKILL when its parent dies: `tenure run` already arranges that, `etcdctl lock`
-//! does not (its command outlives a SIGKILLed etcdctl), and the benchmark must not leave
-//! children behind.
+//! and kazoo's candidate do not (their command outlives them when SIGKILLed), and the benchmark
+//! must not leave children behind.
 
 use crate::procs::{append_stamp, mono_ns, Stamp};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
@@ -16,7 +16,7 @@ pub fn run(stamps: &Path) -> std::io::Result<()> {
     set.add(Signal::SIGINT);
     nix::sys::signal::pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&set), None)?;
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
-    let token = ["TENURE_TERM", "ETCD_LOCK_REV"]
+    let token = ["TENURE_TERM", "ETCD_LOCK_REV", "ZK_LOCK_SEQ"]
         .iter()
         .find_map(|k| std::env::var(k).ok())
         .unwrap_or_else(|| "-".into());

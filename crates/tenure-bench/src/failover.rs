@@ -1,5 +1,5 @@
 //! Crash failover and graceful handover with three candidates, each a process of its own:
-//! `tenure run`, `etcdctl lock` or the seeds' SQL. Every leader runs (or, for the seeds, is)
+//! `tenure run`, `etcdctl lock`, kazoo's Election (ZooKeeper) or the seeds' SQL. Every leader runs (or, for the seeds, is)
 //! a child that stamps its start and stop with CLOCK_MONOTONIC.
 //!
 //! - crash: SIGKILL the leader's supervisor; measure from the instant of the kill to the next
@@ -31,6 +31,8 @@ pub enum Contender {
     },
     /// `etcdctl lock --ttl N NAME CHILD`.
     Etcd { etcdctl: PathBuf, endpoint: String },
+    /// `zk_peer.py election … -- CHILD` (kazoo's Election recipe).
+    ZooKeeper(crate::zookeeper::Kazoo),
     /// `tenure-bench seed-candidate`.
     Seeds { url: String, prefix: String },
 }
@@ -84,6 +86,9 @@ impl Setup {
                 &self.name,
                 &self.child_argv(stamps),
             ),
+            Contender::ZooKeeper(kazoo) => {
+                kazoo.election_command(&self.name, &format!("bench-{k}"), &self.child_argv(stamps))
+            }
             Contender::Seeds { url, prefix } => {
                 let mut c = Command::new(&self.bench);
                 c.arg("seed-candidate")

@@ -78,10 +78,11 @@ pub struct Stamp {
     pub event: String,
     pub mono_ns: i64,
     pub pid: i32,
-    /// The process that started the child (tenure run, etcdctl), or the seeds' candidate
-    /// itself.
+    /// The process that started the child (tenure run, etcdctl, kazoo's candidate), or the
+    /// seeds' candidate itself.
     pub supervisor: i32,
-    /// The fencing token the child was given, if any (`TENURE_TERM`, `ETCD_LOCK_REV`).
+    /// The fencing token the child was given, if any (`TENURE_TERM`, `ETCD_LOCK_REV`,
+    /// `ZK_LOCK_SEQ`).
     pub token: String,
 }
 
