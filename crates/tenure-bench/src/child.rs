@@ -6,7 +6,7 @@
 //! and kazoo's candidate do not (their command outlives them when SIGKILLed), and the benchmark
 //! must not leave children behind.
 
-use crate::procs::{append_stamp, mono_ns, Stamp};
+use crate::procs::{append_stamp, mono_ns, own_pids, Stamp};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use std::path::Path;
 
@@ -20,11 +20,13 @@ pub fn run(stamps: &Path) -> std::io::Result<()> {
         .iter()
         .find_map(|k| std::env::var(k).ok())
         .unwrap_or_else(|| "-".into());
+    // Host pids: the benchmark signals them (`tenure run` may put us in a PID namespace).
+    let (pid, parent) = own_pids();
     let stamp = |event: &str| Stamp {
         event: event.into(),
         mono_ns: mono_ns(),
-        pid: std::process::id() as i32,
-        supervisor: nix::unistd::getppid().as_raw(),
+        pid,
+        supervisor: parent,
         token: token.clone(),
     };
     append_stamp(stamps, &stamp("start"))?;
