@@ -1,5 +1,5 @@
-//! The run: start etcd, measure it once, then every benchmark per backend, and print one
-//! table per backend. Everything started is killed, and every table of the run dropped, also
+//! The run: start etcd and ZooKeeper, measure each once, then every benchmark per backend, and
+//! print one table per backend. Everything started is killed, and every table of the run dropped, also
 //! on error and on Ctrl-C.
 
 use crate::db::{self, Engine, Target};
@@ -14,6 +14,7 @@ use crate::report::{
     Verdict,
 };
 use crate::scale::{self, Held};
+use crate::zookeeper::{self, ZooKeeper};
 use crate::{seeds, Options};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -42,14 +43,36 @@ impl Plan {
     }
 }
 
-/// etcd's figures, measured once and set beside every backend's.
-#[derive(Default)]
-struct EtcdFigures {
-    version: String,
+/// A peer's figures (etcd, ZooKeeper), measured once and set beside every backend's.
+struct Peer {
+    /// `etcd`, `ZooKeeper`.
+    name: &'static str,
+    /// What was measured, for the note under every table.
+    about: String,
+    /// How it elects, hands over and takes a lock, as the tables name it.
+    elects: &'static str,
+    hands_over: &'static str,
+    locks: &'static str,
     crash: Option<Summary>,
     handover: Option<Summary>,
     locks1: Option<Throughput>,
     locks8: Option<Throughput>,
+}
+
+impl Peer {
+    fn new(name: &'static str, elects: &'static str, hands_over: &'static str) -> Peer {
+        Peer {
+            name,
+            about: String::new(),
+            elects,
+            hands_over,
+            locks: "",
+            crash: None,
+            handover: None,
+            locks1: None,
+            locks8: None,
+        }
+    }
 }
 
 pub async fn main(opts: Options) -> Result<(), String> {
@@ -156,15 +179,30 @@ pub async fn main(opts: Options) -> Result<(), String> {
 
 async fn run(plan: &Plan, targets: &[Target]) -> Result<(), String> {
     println!("{}", machine(plan, targets).await);
-    let figures = if plan.wants("failover") || plan.wants("handover") || plan.wants("locks") {
-        measure_etcd(plan).await?
-    } else {
-        EtcdFigures::default()
-    };
+    let mut peers = Vec::new();
+    let mut notes = Vec::new();
+    if plan.wants("failover") || plan.wants("handover") || plan.wants("locks") {
+        peers.push(measure_etcd(plan).await?);
+        match measure_zookeeper(plan).await {
+            Ok(zk) => peers.push(zk),
+            Err(e) => {
+                eprintln!("tenure-bench: skipping ZooKeeper: {e}");
+                notes.push(format!("ZooKeeper was skipped: {e}."));
+            }
+        }
+    }
+    for p in &peers {
+        notes.push(format!(
+            "{} was measured once in this run, before the backends; its figures are repeated in \
+             every table.",
+            p.about
+        ));
+    }
     let mut tables = Vec::new();
     for target in targets {
         eprintln!("== {}", target.engine.title());
-        let table = backend(plan, target, &figures).await;
+        let mut table = backend(plan, target, &peers).await;
+        table.notes.extend(notes.iter().cloned());
         println!("{}", table.render());
         tables.push(table);
     }
@@ -199,6 +237,14 @@ async fn machine(plan: &Plan, targets: &[Target]) -> String {
             plan.opts.etcd_bin.display()
         ))
     ));
+    out.push_str(&format!(
+        "ZooKeeper: {} (Debian), kazoo {}\n",
+        sh("dpkg-query -W -f='${Version}' zookeeper 2>/dev/null || echo missing"),
+        sh(&format!(
+            "{} -c 'import kazoo.version as v; print(v.__version__)' 2>/dev/null || echo missing",
+            plan.opts.python.display()
+        ))
+    ));
     out.push_str("```\n\n");
     let args: Vec<String> = std::env::args().skip(1).collect();
     out.push_str(&format!(
@@ -210,7 +256,51 @@ async fn machine(plan: &Plan, targets: &[Target]) -> String {
     out
 }
 
-async fn measure_etcd(plan: &Plan) -> Result<EtcdFigures, String> {
+/// Crash failover and graceful handover of a peer's candidates.
+async fn elections(plan: &Plan, peer: &mut Peer, contender: Contender) -> Result<(), String> {
+    let key = peer.name.to_lowercase();
+    let setup = |name: String| Setup {
+        contender: contender.clone(),
+        bench: plan.bench.clone(),
+        ttl: plan.opts.ttl,
+        dir: plan.dir.clone(),
+        name,
+    };
+    if plan.wants("failover") {
+        peer.crash = Some(
+            crate::failover::measure(
+                &setup(format!("{key}-crash")),
+                Scenario::Crash,
+                plan.trials,
+                &format!("{key} crash"),
+            )
+            .await?,
+        );
+    }
+    if plan.wants("handover") {
+        peer.handover = Some(
+            crate::failover::measure(
+                &setup(format!("{key}-handover")),
+                Scenario::Handover,
+                plan.trials,
+                &format!("{key} handover"),
+            )
+            .await?,
+        );
+    }
+    Ok(())
+}
+
+fn log_cycles(peer: &Peer, t: &Throughput) {
+    eprintln!(
+        "  {} lock cycles, {} task(s): {}",
+        peer.name.to_lowercase(),
+        t.tasks,
+        cycles(t)
+    );
+}
+
+async fn measure_etcd(plan: &Plan) -> Result<Peer, String> {
     eprintln!("== etcd");
     let etcd = Etcd::start(
         &plan.opts.etcd_bin,
@@ -218,51 +308,23 @@ async fn measure_etcd(plan: &Plan) -> Result<EtcdFigures, String> {
         &plan.dir.join("etcd.log"),
     )
     .await?;
-    let mut f = EtcdFigures {
-        version: etcd.version.clone(),
-        ..EtcdFigures::default()
+    let mut f = Peer::new("etcd", "etcdctl lock --ttl", "etcdctl lock");
+    f.locks = "etcd txn + delete";
+    f.about = format!("etcd {} (its own data dir, fsync on)", etcd.version);
+    let contender = Contender::Etcd {
+        etcdctl: plan.opts.etcdctl_bin.clone(),
+        endpoint: etcd.endpoint.clone(),
     };
-    let setup = |name: &str| Setup {
-        contender: Contender::Etcd {
-            etcdctl: plan.opts.etcdctl_bin.clone(),
-            endpoint: etcd.endpoint.clone(),
-        },
-        bench: plan.bench.clone(),
-        ttl: plan.opts.ttl,
-        dir: plan.dir.clone(),
-        name: name.into(),
-    };
-    if plan.wants("failover") {
-        f.crash = Some(
-            crate::failover::measure(
-                &setup("etcd-crash"),
-                Scenario::Crash,
-                plan.trials,
-                "etcd crash",
-            )
-            .await?,
-        );
-    }
-    if plan.wants("handover") {
-        f.handover = Some(
-            crate::failover::measure(
-                &setup("etcd-handover"),
-                Scenario::Handover,
-                plan.trials,
-                "etcd handover",
-            )
-            .await?,
-        );
-    }
+    elections(plan, &mut f, contender).await?;
     if plan.wants("locks") {
         let http = Http::new(&etcd.endpoint);
         let lease = http.grant(60).await?;
         let system = Arc::new(System::Etcd { http, lease });
         let warmup = Duration::from_millis(500);
         let one = locks::measure(system.clone(), 1, warmup, plan.lock_run).await;
-        eprintln!("  etcd lock cycles, 1 task: {:.0}/s", one.per_second);
+        log_cycles(&f, &one);
         let eight = locks::measure(system, 8, warmup, plan.lock_run).await;
-        eprintln!("  etcd lock cycles, 8 tasks: {:.0}/s", eight.per_second);
+        log_cycles(&f, &eight);
         f.locks1 = Some(one);
         f.locks8 = Some(eight);
     }
@@ -270,8 +332,39 @@ async fn measure_etcd(plan: &Plan) -> Result<EtcdFigures, String> {
     Ok(f)
 }
 
+async fn measure_zookeeper(plan: &Plan) -> Result<Peer, String> {
+    eprintln!("== ZooKeeper");
+    let tools = zookeeper::Tools {
+        java: &plan.opts.java,
+        jar: &plan.opts.zookeeper_jar,
+        python: &plan.opts.python,
+        port: plan.opts.zookeeper_port,
+    };
+    let zk = ZooKeeper::start(&tools, plan.opts.ttl, &plan.dir).await?;
+    let mut f = Peer::new("ZooKeeper", "kazoo Election", "kazoo Election");
+    f.locks = "kazoo Lock (ZooKeeper)";
+    f.about = format!(
+        "ZooKeeper {} (standalone, its own data dir, fsync on, every session timeout = ttl, \
+         tickTime ttl/10) with kazoo {} (its Election and Lock recipes; one Python process per \
+         candidate and per lock task, each its own session)",
+        zk.version, zk.kazoo
+    );
+    elections(plan, &mut f, Contender::ZooKeeper(zk.client.clone())).await?;
+    if plan.wants("locks") {
+        let warmup = Duration::from_millis(500);
+        let one = zk.lock_cycles(1, warmup, plan.lock_run, &plan.dir).await?;
+        log_cycles(&f, &one);
+        let eight = zk.lock_cycles(8, warmup, plan.lock_run, &plan.dir).await?;
+        log_cycles(&f, &eight);
+        f.locks1 = Some(one);
+        f.locks8 = Some(eight);
+    }
+    zk.stop().await;
+    Ok(f)
+}
+
 /// Every benchmark on one backend; a benchmark that fails is a row saying so.
-async fn backend(plan: &Plan, target: &Target, etcd: &EtcdFigures) -> Table {
+async fn backend(plan: &Plan, target: &Target, peers: &[Peer]) -> Table {
     let mut t = Table::new(format!(
         "{} (ttl {:?})",
         target.engine.title(),
@@ -279,7 +372,7 @@ async fn backend(plan: &Plan, target: &Target, etcd: &EtcdFigures) -> Table {
     ));
     let ttl = plan.opts.ttl.as_secs_f64();
     if plan.wants("failover") {
-        match failover_rows(plan, target, etcd, ttl).await {
+        match failover_rows(plan, target, peers, ttl).await {
             Ok(rows) => t.rows.extend(rows),
             Err(e) => t
                 .rows
@@ -287,7 +380,7 @@ async fn backend(plan: &Plan, target: &Target, etcd: &EtcdFigures) -> Table {
         }
     }
     if plan.wants("handover") {
-        match handover_rows(plan, target, etcd).await {
+        match handover_rows(plan, target, peers).await {
             Ok(rows) => t.rows.extend(rows),
             Err(e) => t
                 .rows
@@ -295,7 +388,7 @@ async fn backend(plan: &Plan, target: &Target, etcd: &EtcdFigures) -> Table {
         }
     }
     if plan.wants("locks") {
-        match lock_rows(plan, target, etcd).await {
+        match lock_rows(plan, target, peers).await {
             Ok(rows) => t.rows.extend(rows),
             Err(e) => t
                 .rows
@@ -321,13 +414,6 @@ async fn backend(plan: &Plan, target: &Target, etcd: &EtcdFigures) -> Table {
                 .push(Row::new("footprint", format!("error: {e}")).goal("", Verdict::Miss)),
         }
     }
-    if !etcd.version.is_empty() {
-        t.notes.push(format!(
-            "etcd {} (its own data dir, fsync on) was measured once in this run, before the \
-             backends; its figures are repeated in every table.",
-            etcd.version
-        ));
-    }
     t
 }
 
@@ -348,7 +434,7 @@ fn tenure_setup(plan: &Plan, target: &Target, name: &str) -> Setup {
 async fn failover_rows(
     plan: &Plan,
     target: &Target,
-    etcd: &EtcdFigures,
+    peers: &[Peer],
     ttl: f64,
 ) -> Result<Vec<Row>, String> {
     let key = target.engine.key();
@@ -379,26 +465,36 @@ async fn failover_rows(
     .await?;
     let limit = ttl + 0.2;
     let mut verdicts = vec![at_most(ours.p99, limit)];
-    let mut rows = Vec::new();
     let measure = "crash failover p50 / p99";
     let mut goal = format!("p99 ≤ ttl + 0.2 s = {limit:.1} s");
-    if let Some(e) = &etcd.crash {
+    if let Some(e) = peers
+        .iter()
+        .find(|p| p.name == "etcd")
+        .and_then(|p| p.crash.as_ref())
+    {
         verdicts.push(Verdict::from(
             matches!((ours.p99, e.p99), (Some(a), Some(b)) if a <= b),
         ));
         goal.push_str(" and ≤ etcd");
-        rows.push(
-            Row::new(measure, secs_summary(&ours))
-                .against(
-                    "etcdctl lock --ttl",
-                    secs_summary(e),
-                    format!("p99 {}", times(ratio(ours.p99, e.p99))),
-                )
-                .goal(goal, Verdict::all(&verdicts)),
-        );
-    } else {
-        rows.push(Row::new(measure, secs_summary(&ours)).goal(goal, Verdict::all(&verdicts)));
     }
+    let crashes: Vec<(&Peer, &Summary)> = peers
+        .iter()
+        .filter_map(|p| p.crash.as_ref().map(|s| (p, s)))
+        .collect();
+    let mut rows: Vec<Row> = crashes
+        .iter()
+        .map(|(p, s)| {
+            Row::new(measure, secs_summary(&ours)).against(
+                p.elects,
+                secs_summary(s),
+                format!("p99 {}", times(ratio(ours.p99, s.p99))),
+            )
+        })
+        .collect();
+    if rows.is_empty() {
+        rows.push(Row::new(measure, secs_summary(&ours)));
+    }
+    rows[0] = rows[0].clone().goal(goal, Verdict::all(&verdicts));
     rows.push(Row::new(measure, secs_summary(&ours)).against(
         "seeds' SQL (1 s poll)",
         secs_summary(&theirs),
@@ -411,25 +507,19 @@ async fn failover_rows(
             times(s.p99.map(|v| v / ttl))
         )
     };
-    let mut row = Row::new("crash failover as × ttl", frac(&ours));
-    if let Some(e) = &etcd.crash {
-        row = row.against(
-            "etcd; seeds' SQL",
-            format!("{}; {}", frac(e), frac(&theirs)),
-            "",
-        );
-    } else {
-        row = row.against("seeds' SQL", frac(&theirs), "");
-    }
-    rows.push(row);
+    let mut who: Vec<&str> = crashes.iter().map(|(p, _)| p.name).collect();
+    let mut figures: Vec<String> = crashes.iter().map(|(_, s)| frac(s)).collect();
+    who.push("seeds' SQL");
+    figures.push(frac(&theirs));
+    rows.push(Row::new("crash failover as × ttl", frac(&ours)).against(
+        who.join("; "),
+        figures.join("; "),
+        "",
+    ));
     Ok(rows)
 }
 
-async fn handover_rows(
-    plan: &Plan,
-    target: &Target,
-    etcd: &EtcdFigures,
-) -> Result<Vec<Row>, String> {
+async fn handover_rows(plan: &Plan, target: &Target, peers: &[Peer]) -> Result<Vec<Row>, String> {
     let ours = crate::failover::measure(
         &tenure_setup(plan, target, &format!("{}-handover", target.engine.key())),
         Scenario::Handover,
@@ -437,21 +527,30 @@ async fn handover_rows(
         &format!("{} tenure handover", target.engine.key()),
     )
     .await?;
-    let mut row = Row::new("graceful handover p50 / p99", millis_summary(&ms(&ours)));
-    if let Some(e) = &etcd.handover {
-        row = row.against(
-            "etcdctl lock",
-            millis_summary(&ms(e)),
-            format!("p99 {}", times(ratio(ours.p99, e.p99))),
-        );
+    let measure = "graceful handover p50 / p99";
+    let mut rows: Vec<Row> = peers
+        .iter()
+        .filter_map(|p| {
+            let e = p.handover.as_ref()?;
+            Some(Row::new(measure, millis_summary(&ms(&ours))).against(
+                p.hands_over,
+                millis_summary(&ms(e)),
+                format!("p99 {}", times(ratio(ours.p99, e.p99))),
+            ))
+        })
+        .collect();
+    if rows.is_empty() {
+        rows.push(Row::new(measure, millis_summary(&ms(&ours))));
     }
     if target.engine == Engine::Postgres {
-        row = row.goal("p99 ≤ 50 ms", at_most(ours.p99, 0.050));
+        rows[0] = rows[0]
+            .clone()
+            .goal("p99 ≤ 50 ms", at_most(ours.p99, 0.050));
     } else {
         // No NOTIFY: followers notice a release at their next attempt (≤ renew interval).
-        row.goal = "none (PostgreSQL only)".into();
+        rows[0].goal = "none (PostgreSQL only)".into();
     }
-    Ok(vec![row])
+    Ok(rows)
 }
 
 /// A summary in seconds as one in milliseconds.
@@ -480,7 +579,7 @@ fn cycles(t: &Throughput) -> String {
     s
 }
 
-async fn lock_rows(plan: &Plan, target: &Target, etcd: &EtcdFigures) -> Result<Vec<Row>, String> {
+async fn lock_rows(plan: &Plan, target: &Target, peers: &[Peer]) -> Result<Vec<Row>, String> {
     let key = target.engine.key();
     let warmup = Duration::from_millis(500);
     let store = Store::connect_with(
@@ -503,7 +602,7 @@ async fn lock_rows(plan: &Plan, target: &Target, etcd: &EtcdFigures) -> Result<V
         Raw::prepare(target, connections, &names).await?,
     ));
     let mut rows = Vec::new();
-    for (tasks, theirs_etcd) in [(1, &etcd.locks1), (8, &etcd.locks8)] {
+    for tasks in [1, 8] {
         let ours = locks::measure(tenure.clone(), tasks, warmup, plan.lock_run).await;
         eprintln!(
             "  {key} tenure lock cycles, {tasks} task(s): {}",
@@ -525,12 +624,15 @@ async fn lock_rows(plan: &Plan, target: &Target, etcd: &EtcdFigures) -> Result<V
                 .against("raw SQL (2 statements)", cycles(&base), times(r))
                 .goal("≥ 0.80× raw SQL", at_least(r, 0.8)),
         );
-        if let Some(e) = theirs_etcd {
-            rows.push(Row::new(&measure, cycles(&ours)).against(
-                "etcd txn + delete",
-                cycles(e),
-                times(ratio(Some(ours.per_second), Some(e.per_second))),
-            ));
+        for p in peers {
+            let theirs = if tasks == 1 { &p.locks1 } else { &p.locks8 };
+            if let Some(e) = theirs {
+                rows.push(Row::new(&measure, cycles(&ours)).against(
+                    p.locks,
+                    cycles(e),
+                    times(ratio(Some(ours.per_second), Some(e.per_second))),
+                ));
+            }
         }
     }
     if let System::Raw(raw) = &*raw {

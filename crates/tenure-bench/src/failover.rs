@@ -1,5 +1,5 @@
 //! Crash failover and graceful handover with three candidates, each a process of its own:
-//! `tenure run`, `etcdctl lock` or the seeds' SQL. Every leader runs (or, for the seeds, is)
+//! `tenure run`, `etcdctl lock`, kazoo's Election (ZooKeeper) or the seeds' SQL. Every leader runs (or, for the seeds, is)
 //! a child that stamps its start and stop with CLOCK_MONOTONIC.
 //!
 //! - crash: SIGKILL the leader's supervisor; measure from the instant of the kill to the next
@@ -11,7 +11,7 @@
 //! leader is left to run for a random 0.5–1 s, so that the kill falls at a random point of its
 //! renew cycle.
 
-use crate::procs::{signal_at, Proc, Stamp, Stamps};
+use crate::procs::{ancestor_in, signal_at, Proc, Stamp, Stamps};
 use crate::report::Summary;
 use nix::sys::signal::Signal;
 use rand::{Rng, SeedableRng};
@@ -31,6 +31,8 @@ pub enum Contender {
     },
     /// `etcdctl lock --ttl N NAME CHILD`.
     Etcd { etcdctl: PathBuf, endpoint: String },
+    /// `zk_peer.py election … -- CHILD` (kazoo's Election recipe).
+    ZooKeeper(crate::zookeeper::Kazoo),
     /// `tenure-bench seed-candidate`.
     Seeds { url: String, prefix: String },
 }
@@ -84,6 +86,9 @@ impl Setup {
                 &self.name,
                 &self.child_argv(stamps),
             ),
+            Contender::ZooKeeper(kazoo) => {
+                kazoo.election_command(&self.name, &format!("bench-{k}"), &self.child_argv(stamps))
+            }
             Contender::Seeds { url, prefix } => {
                 let mut c = Command::new(&self.bench);
                 c.arg("seed-candidate")
@@ -208,11 +213,20 @@ pub async fn measure(
         // Let the leader run for a while: a random point of its renew cycle, and the
         // replacement candidate has started campaigning.
         tokio::time::sleep(Duration::from_millis(rng.gen_range(500..1000))).await;
+        // The candidate process above the child: `tenure run` (above its keeper and init),
+        // etcdctl, kazoo's candidate, the seeds' candidate. Never a pid we did not start.
+        let ours: Vec<i32> = field.procs.iter().map(|p| p.pid).collect();
+        let Some(supervisor) = ancestor_in(leader.supervisor, &ours) else {
+            eprintln!(
+                "  {label} trial {trial}: the leader's child (pid {}) is not below a candidate",
+                leader.pid
+            );
+            failed += 1;
+            field.restart().await?;
+            continue;
+        };
         let (from, supervisor) = match scenario {
-            Scenario::Crash => (
-                signal_at(leader.supervisor, Signal::SIGKILL),
-                leader.supervisor,
-            ),
+            Scenario::Crash => (signal_at(supervisor, Signal::SIGKILL), supervisor),
             Scenario::Handover => {
                 signal_at(leader.pid, Signal::SIGTERM);
                 let stop = field
@@ -222,7 +236,7 @@ pub async fn measure(
                     })
                     .await;
                 match stop {
-                    Some(s) => (s.mono_ns, leader.supervisor),
+                    Some(s) => (s.mono_ns, supervisor),
                     None => {
                         eprintln!("  {label} trial {trial}: the child did not stop");
                         failed += 1;

@@ -1,6 +1,7 @@
 //! Lock cycles — take a free lock, release it — per second and their latency, on one task and
 //! on eight concurrent tasks (each on its own lock name): tenure's `Locks::try_lock` +
-//! `LockGuard::release`, the raw SQL of [`crate::raw`], and etcd through its gateway.
+//! `LockGuard::release`, the raw SQL of [`crate::raw`], and etcd through its gateway. (kazoo's
+//! Lock runs in Python processes of its own: [`crate::zookeeper::ZooKeeper::lock_cycles`].)
 
 use crate::etcd::Http;
 use crate::raw::Raw;
@@ -109,23 +110,63 @@ pub async fn measure(
             (latencies, errors, first_error)
         }));
     }
-    let mut all = Vec::new();
-    let mut out = Throughput {
-        tasks,
-        ..Throughput::default()
-    };
+    let mut parts = Vec::new();
     for h in handles {
-        if let Ok((lat, errors, first)) = h.await {
-            all.extend(lat);
-            out.errors += errors;
-            if out.first_error.is_none() {
-                out.first_error = first;
-            }
+        if let Ok(part) = h.await {
+            parts.push(part);
         }
     }
-    out.cycles = all.len();
-    out.per_second = all.len() as f64 / run.as_secs_f64();
-    out.p50_ms = percentile(&all, 50.0);
-    out.p99_ms = percentile(&all, 99.0);
-    out
+    Throughput::merge(tasks, run, parts)
+}
+
+impl Throughput {
+    /// The figures of every task's `(latencies in ms, errors, first error)`.
+    pub fn merge(
+        tasks: usize,
+        run: Duration,
+        parts: impl IntoIterator<Item = (Vec<f64>, usize, Option<String>)>,
+    ) -> Throughput {
+        let mut all = Vec::new();
+        let (mut errors, mut first_error) = (0, None);
+        for (latencies, e, first) in parts {
+            all.extend(latencies);
+            errors += e;
+            first_error = first_error.or(first);
+        }
+        Throughput {
+            tasks,
+            cycles: all.len(),
+            per_second: all.len() as f64 / run.as_secs_f64(),
+            p50_ms: percentile(&all, 50.0),
+            p99_ms: percentile(&all, 99.0),
+            errors,
+            first_error,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tasks_merge_into_one_figure() {
+        let t = Throughput::merge(
+            2,
+            Duration::from_secs(2),
+            [
+                (vec![1.0, 3.0], 0, None),
+                (vec![2.0, 4.0], 2, Some("busy".to_string())),
+                (vec![], 1, Some("later".to_string())),
+            ],
+        );
+        assert_eq!((t.tasks, t.cycles, t.errors), (2, 4, 3));
+        assert_eq!(t.per_second, 2.0);
+        assert_eq!((t.p50_ms, t.p99_ms), (Some(2.0), Some(4.0)));
+        assert_eq!(t.first_error.as_deref(), Some("busy"));
+        assert_eq!(
+            Throughput::merge(1, Duration::from_secs(1), []).p50_ms,
+            None
+        );
+    }
 }

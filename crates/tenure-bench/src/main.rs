@@ -1,4 +1,4 @@
-//! `tenure-bench`: tenure side by side with etcd, the seeds' SQL and raw SQL, on this machine,
+//! `tenure-bench`: tenure side by side with etcd, ZooKeeper, the seeds' SQL and raw SQL, on this machine,
 //! in one run. Progress on stderr, one table per backend on stdout. See docs/benchmarks.md.
 //!
 //! ```text
@@ -18,6 +18,7 @@ mod raw;
 mod report;
 mod scale;
 mod seeds;
+mod zookeeper;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -27,7 +28,7 @@ use std::time::Duration;
 #[derive(Parser, Debug)]
 #[command(
     name = "tenure-bench",
-    about = "Benchmarks of tenure against etcd, the seeds' SQL and raw SQL",
+    about = "Benchmarks of tenure against etcd, ZooKeeper, the seeds' SQL and raw SQL",
     args_conflicts_with_subcommands = true
 )]
 struct Cli {
@@ -84,6 +85,18 @@ pub struct Options {
     /// etcd's client port (its peer port is this + 10).
     #[arg(long, default_value_t = 23790)]
     pub etcd_port: u16,
+    /// Java, to run ZooKeeper.
+    #[arg(long, default_value = "/usr/bin/java")]
+    pub java: PathBuf,
+    /// ZooKeeper's jar (Debian's `zookeeperd`; its manifest names the other jars).
+    #[arg(long, default_value = "/usr/share/java/zookeeper.jar")]
+    pub zookeeper_jar: PathBuf,
+    /// ZooKeeper's client port on 127.0.0.1 (0: a free one).
+    #[arg(long, default_value_t = 0)]
+    pub zookeeper_port: u16,
+    /// The Python that has kazoo (ZooKeeper's Election and Lock recipes).
+    #[arg(long, default_value = "python3")]
+    pub python: PathBuf,
     #[arg(
         long,
         env = "TENURE_TEST_POSTGRES_URL",

@@ -64,6 +64,50 @@ impl Proc {
     }
 }
 
+/// The parent pid in the text of `/proc/PID/stat` (the field after the state, which follows
+/// the command name's closing parenthesis; the name may hold spaces and parentheses).
+pub fn stat_ppid(stat: &str) -> Option<i32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The parent of `pid`, as the mounted /proc numbers it.
+pub fn parent_of(pid: i32) -> Option<i32> {
+    stat_ppid(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// This process's pid and its parent's as the mounted /proc numbers them: the host's, also
+/// for a child of `tenure run` in a PID namespace (tenure does not remount /proc), where
+/// `getpid` would say 2 and `getppid` 1. `getpid`/`getppid` if /proc cannot tell.
+pub fn own_pids() -> (i32, i32) {
+    let pid = std::fs::read_link("/proc/self")
+        .ok()
+        .and_then(|p| p.to_str()?.parse().ok());
+    match pid {
+        Some(pid) => (
+            pid,
+            parent_of(pid).unwrap_or_else(|| nix::unistd::getppid().as_raw()),
+        ),
+        None => (std::process::id() as i32, nix::unistd::getppid().as_raw()),
+    }
+}
+
+/// The first of `ours` that `pid` is or descends from, walking up the parents in /proc (the
+/// candidate process the benchmark started, above `tenure run`'s keeper and init).
+pub fn ancestor_in(pid: i32, ours: &[i32]) -> Option<i32> {
+    let mut p = pid;
+    for _ in 0..16 {
+        if ours.contains(&p) {
+            return Some(p);
+        }
+        if p <= 1 {
+            return None;
+        }
+        p = parent_of(p)?;
+    }
+    None
+}
+
 /// Sends `signal` to `pid` and returns the monotonic instant just before it was sent.
 pub fn signal_at(pid: i32, signal: Signal) -> i64 {
     let at = mono_ns();
@@ -78,10 +122,11 @@ pub struct Stamp {
     pub event: String,
     pub mono_ns: i64,
     pub pid: i32,
-    /// The process that started the child (tenure run, etcdctl), or the seeds' candidate
-    /// itself.
+    /// The child's parent (tenure run's init or keeper, etcdctl, kazoo's candidate), or the
+    /// seeds' candidate itself. Pids are the host's (see [`own_pids`]).
     pub supervisor: i32,
-    /// The fencing token the child was given, if any (`TENURE_TERM`, `ETCD_LOCK_REV`).
+    /// The fencing token the child was given, if any (`TENURE_TERM`, `ETCD_LOCK_REV`,
+    /// `ZK_LOCK_SEQ`).
     pub token: String,
 }
 
@@ -230,6 +275,21 @@ pub fn own_cpu() -> Option<Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parents_from_stat() {
+        assert_eq!(stat_ppid("42 (tenure) S 7 42 42 0 -1"), Some(7));
+        assert_eq!(stat_ppid("42 (a (b) c) R 1 42 42 0"), Some(1));
+        assert_eq!(stat_ppid("42 (x"), None);
+        assert_eq!(stat_ppid(""), None);
+        let me = std::process::id() as i32;
+        assert_eq!(own_pids().0, me);
+        assert_eq!(parent_of(me), Some(nix::unistd::getppid().as_raw()));
+        assert_eq!(ancestor_in(me, &[me]), Some(me));
+        let parent = parent_of(me).unwrap();
+        assert_eq!(ancestor_in(me, &[parent]), Some(parent));
+        assert_eq!(ancestor_in(me, &[]), None);
+    }
 
     #[test]
     fn stamps_round_trip() {
