@@ -143,6 +143,11 @@ impl From<sqlx::Error> for Error {
     }
 }
 
+/// Whether `e` is a server's refusal because it is read-only (see [`Error::ReadOnly`]).
+pub(crate) fn is_read_only(e: &sqlx::Error) -> bool {
+    read_only_refusal(e).is_some()
+}
+
 /// What the server said, if `e` is its refusal to write because it is read-only.
 ///
 /// - PostgreSQL: SQLSTATE 25006 (`read_only_sql_transaction`), the answer of a hot standby

@@ -21,7 +21,7 @@ use super::procs;
 use crate::proxy::Proxy;
 use nix::unistd::User;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 const PROVIDER: &str = "/usr/lib/galera/libgalera_smm.so";
@@ -81,17 +81,6 @@ pub struct Galera {
     pub haproxy_port: u16,
     pub nodes: Vec<Node>,
     haproxy: Option<Child>,
-}
-
-fn spawn(cmd: &mut Command, log: &Path) -> Result<Child, String> {
-    let out = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
-    let err = out.try_clone().map_err(|e| e.to_string())?;
-    std::os::unix::process::CommandExt::process_group(
-        cmd.stdin(Stdio::null()).stdout(out).stderr(err),
-        0,
-    )
-    .spawn()
-    .map_err(|e| format!("{:?}: {e}", cmd.get_program()))
 }
 
 fn chown_tree(path: &Path, uid: u32, gid: u32) -> Result<(), String> {
@@ -202,7 +191,7 @@ impl Galera {
         let cfg = root.join("haproxy.cfg");
         std::fs::write(&cfg, haproxy_config(cluster.haproxy_port, &cluster.nodes))
             .map_err(|e| e.to_string())?;
-        cluster.haproxy = Some(spawn(
+        cluster.haproxy = Some(procs::spawn_logged(
             Command::new("haproxy")
                 .arg("-db")
                 .arg("-f")
@@ -231,7 +220,8 @@ impl Galera {
         if bootstrap {
             cmd.arg("--wsrep-new-cluster");
         }
-        let child = spawn(cmd.current_dir(&node.dir), &node.dir.join("mariadbd.out"))?;
+        let child =
+            procs::spawn_logged(cmd.current_dir(&node.dir), &node.dir.join("mariadbd.out"))?;
         self.nodes[i].child = Some(child);
         Ok(())
     }

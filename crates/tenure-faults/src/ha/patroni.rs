@@ -18,7 +18,7 @@ use nix::unistd::{Gid, Uid, User};
 use serde_json::{json, Value};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 /// Patroni's own timing: the leader key's ttl (s), its loop (s), its retry timeout (s). The
@@ -94,17 +94,6 @@ pub struct Role {
     pub timeline: Option<u64>,
 }
 
-fn spawn(cmd: &mut Command, log: &Path) -> Result<Child, String> {
-    let out = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
-    let err = out.try_clone().map_err(|e| e.to_string())?;
-    cmd.stdin(Stdio::null())
-        .stdout(out)
-        .stderr(err)
-        .process_group(0)
-        .spawn()
-        .map_err(|e| format!("{:?}: {e}", cmd.get_program()))
-}
-
 impl Patroni {
     /// Builds the cluster and waits until it has a primary that HAProxy routes to and every
     /// replica streams (and, in synchronous mode, one of them is the synchronous standby).
@@ -144,7 +133,7 @@ impl Patroni {
         };
         let root = cluster.dir().to_path_buf();
         let etcd_dir = root.join("etcd");
-        cluster.etcd = Some(spawn(
+        cluster.etcd = Some(procs::spawn_logged(
             Command::new("etcd")
                 .arg("--name")
                 .arg(&marker)
@@ -192,7 +181,7 @@ impl Patroni {
             std::fs::write(&file, serde_json::to_string_pretty(&config).unwrap())
                 .map_err(|e| e.to_string())?;
             chown(&file, pg.uid, pg.gid)?;
-            let child = spawn(
+            let child = procs::spawn_logged(
                 Command::new("patroni")
                     .arg(&file)
                     .uid(pg.uid.as_raw())
@@ -210,7 +199,7 @@ impl Patroni {
         let cfg = root.join("haproxy.cfg");
         std::fs::write(&cfg, haproxy_config(haproxy_port, &cluster.members))
             .map_err(|e| e.to_string())?;
-        cluster.haproxy = Some(spawn(
+        cluster.haproxy = Some(procs::spawn_logged(
             Command::new("haproxy")
                 .arg("-db")
                 .arg("-f")

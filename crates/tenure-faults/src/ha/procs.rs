@@ -194,6 +194,23 @@ pub fn kill_marked(marker: &str) -> usize {
     }
 }
 
+/// Starts `cmd` in a process group of its own (so that teardown can kill the whole group), with
+/// stdin closed and stdout and stderr appended to the file `log`.
+pub fn spawn_logged(
+    cmd: &mut std::process::Command,
+    log: &Path,
+) -> Result<std::process::Child, String> {
+    use std::os::unix::process::CommandExt;
+    let out = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
+    let err = out.try_clone().map_err(|e| e.to_string())?;
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(out)
+        .stderr(err)
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("{:?}: {e}", cmd.get_program()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,7 +6,7 @@ use crate::backend::fresh::Freshness;
 use crate::backend::sql::{Dialect, Engine, SqlBackend};
 use crate::backend::url::{split_pooler, Pooler};
 use crate::backend::{Applied, BackendKind, RedactedUrl, StoreOptions};
-use crate::error::{Error, Result};
+use crate::error::{is_read_only, Error, Result};
 use crate::model::Op;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
 use sqlx::PgPool;
@@ -292,13 +292,6 @@ async fn listen(
         Err(e) => return Err(connect_error(e)),
     };
     Ok((notifications, task))
-}
-
-/// Whether `e` is the server's refusal because it is read-only (SQLSTATE 25006).
-fn is_read_only(e: &sqlx::Error) -> bool {
-    e.as_database_error()
-        .and_then(|d| d.code())
-        .is_some_and(|c| c == "25006")
 }
 
 /// LISTENs on `channel` as soon as the server takes it (tried every second), then forwards.
