@@ -227,6 +227,11 @@ pub struct LockArgs {
     /// A semaphore: up to N holders at once (permit i is the lease NAME#i).
     #[arg(short = 'n', long = "permits", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub permits: u32,
+    /// Record every acquisition and release in `tenure history`. Without it the history
+    /// shows only takeovers of an expired holder, releases after a failed health check and
+    /// admin events.
+    #[arg(long)]
+    pub record_every_cycle: bool,
     #[command(flatten)]
     pub supervise: SuperviseArgs,
     #[command(flatten)]
@@ -364,6 +369,14 @@ pub struct ServeArgs {
     /// Longest `wait` a blocking query may ask for (longer ones are shortened to it).
     #[arg(long, default_value = "10m", value_parser = duration)]
     pub max_wait: Duration,
+    /// This instance's Consul node name: sessions created here without a TTL live as long as
+    /// it runs (renewed every ttl/4, ending one ttl after it stops). Default: the candidate id.
+    #[arg(long, value_name = "NAME")]
+    pub node: Option<String>,
+    /// With --token-file, Consul API reads (GET /v1/kv, /v1/session) need the token too;
+    /// writes always do.
+    #[arg(long)]
+    pub consul_reads_need_token: bool,
 }
 
 #[cfg(test)]

@@ -50,6 +50,7 @@ async fn campaign(
         term: None,
         ttl_ms,
         metadata: metadata.map(str::to_string),
+        purpose: tenure::Purpose::Election,
     };
     store.apply(name, &op, who).await.expect("campaign")
 }
@@ -61,6 +62,7 @@ async fn renew(store: &Store, name: &str, who: &str, term: u64, metadata: Option
         term: Some(term),
         ttl_ms: TTL_MS,
         metadata: metadata.map(str::to_string),
+        purpose: tenure::Purpose::Election,
     };
     store.apply(name, &op, who).await.expect("campaign")
 }

@@ -53,8 +53,9 @@ fn crash_failover_on(b: &Backend) {
     let _ = other.wait();
 }
 
-/// The leader's child exits → the other child starts within renew_interval (≤ 100 ms on
-/// PostgreSQL), and the first tenure exits with the child's status.
+/// The leader's child exits → the other child starts within 100 ms (PostgreSQL's NOTIFY,
+/// the doorbells of SQLite and MySQL; a renew interval behind a pooler without a notify URL),
+/// and the first tenure exits with the child's status.
 fn exit_hands_over(kind: BackendKind) {
     if let Some(b) = backend(kind) {
         exit_hands_over_on(&b);
@@ -82,8 +83,9 @@ fn exit_hands_over_on(b: &Backend) {
         (second, first)
     };
     let gap = ms(second.start - first.stop.unwrap());
-    // PostgreSQL wakes the follower by NOTIFY; elsewhere (and behind a transaction pooler
-    // without --notify-url) it polls every renew interval (plus jitter and scheduling slack).
+    // PostgreSQL wakes the follower by NOTIFY, SQLite and MySQL by their doorbells; behind a
+    // transaction pooler without --notify-url it polls every renew interval (plus jitter and
+    // scheduling slack).
     let bound = if b.pushes() {
         100
     } else {

@@ -1,7 +1,8 @@
 //! The status page end to end in headless Chromium (Debian's `chromium`), driven over the
 //! DevTools protocol on a pipe (`--remote-debugging-pipe`): the page shows every name, counts
 //! the time left down live, sees a leader change while it is open, and its admin button
-//! pauses a name (recorded with the browser's address). A screenshot is taken into the test's
+//! pauses a name (recorded with the browser's address); a lock taken through the Consul API
+//! shows like any other, held by its session. A screenshot is taken into the test's
 //! directory; with `TENURE_UPDATE_SCREENSHOT=1` it also replaces `docs/status-page.png`.
 //!
 //! Without Chromium this test prints `SKIPPED: …`, unless `TENURE_TEST_REQUIRE_CHROMIUM=1`
@@ -259,6 +260,28 @@ fn status_page_follows_a_leader_change_in_chromium() {
         (server.get("/v1/leader-check/nightly-report").status == 200).then_some(())
     });
 
+    // A lock taken through the Consul API: a session, then an acquire of its key.
+    let consul_token = [("X-Consul-Token", TOKEN)];
+    let created = http(
+        server.addr,
+        "PUT",
+        "/v1/session/create",
+        &consul_token,
+        br#"{"Name": "web", "TTL": "60s"}"#,
+    );
+    let session = created.json()["ID"]
+        .as_str()
+        .expect("a session")
+        .to_string();
+    let acquired = http(
+        server.addr,
+        "PUT",
+        &format!("/v1/kv/service/web/leader?acquire={session}"),
+        &consul_token,
+        b"web-2:8080",
+    );
+    assert_eq!(acquired.text(), "true");
+
     let mut browser = Browser::launch(&program, &db.dir().join("chromium-profile"));
     browser.open(&server.url(&format!("/#token={TOKEN}")));
 
@@ -285,8 +308,16 @@ fn status_page_follows_a_leader_change_in_chromium() {
         "the token stays out of the address bar"
     );
     assert_eq!(
+        browser.eval(&format!(
+            "{}.textContent",
+            row("service/web/leader", ".holder")
+        )),
+        session.as_str(),
+        "the Consul-made lock, held by its session"
+    );
+    assert_eq!(
         browser.eval("document.querySelectorAll('button[data-action=\"demote\"]').length"),
-        3,
+        4,
         "admin buttons on every row once a token is given"
     );
     browser.until(

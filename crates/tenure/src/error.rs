@@ -130,6 +130,14 @@ pub enum Error {
     /// The elector's task has stopped.
     #[error("the elector has shut down")]
     Shutdown,
+
+    /// The Consul layer refused a request; nothing was written.
+    #[error("{0}")]
+    Consul(crate::consul::Refused),
+
+    /// The backend does not implement this part of tenure (a test or wrapper backend).
+    #[error("{0} is not supported by this backend")]
+    Unsupported(&'static str),
 }
 
 impl From<sqlx::Error> for Error {

@@ -69,6 +69,7 @@
 pub mod backend;
 mod belief;
 mod config;
+pub mod consul;
 mod elector;
 mod error;
 mod fence;
@@ -91,7 +92,7 @@ pub use elector::{Elector, ElectorBuilder, LeaderGuard, Role};
 pub use error::{Error, Result};
 pub use fence::FenceDatabase;
 pub use lock::{LockGuard, LockOptions, Locks, Semaphore};
-pub use model::{DbTime, Effect, Lease, Op, StepDownReason};
+pub use model::{DbTime, Effect, Lease, Op, Purpose, StepDownReason};
 pub use records::{Applied, HistoryEntry, Snapshot};
 pub use schedule::{Cadence, Schedule, Tick};
 pub use store::{ChangeKey, Changes, LeaderInfo, Store};

@@ -6,7 +6,7 @@ use crate::backend::{
 };
 use crate::error::{Error, Result};
 use crate::fence::Fence;
-use crate::model::{DbTime, Effect, Lease, Op};
+use crate::model::{DbTime, Effect, Lease, Op, Purpose};
 use crate::validate;
 use std::future::Future;
 use std::sync::Arc;
@@ -195,7 +195,8 @@ impl Store {
         self.fence.as_ref()
     }
 
-    /// Changed leases as the database pushes them (PostgreSQL LISTEN/NOTIFY), from now on.
+    /// Changed leases as the database pushes them (PostgreSQL LISTEN/NOTIFY; on a SQLite file,
+    /// its doorbell), from now on.
     pub fn changes(&self) -> Changes {
         Changes {
             rx: self.backend.subscribe(),
@@ -282,6 +283,7 @@ impl Store {
             term,
             at_least_ms: duration_ms(at_least),
             reason: reason.map(str::to_string),
+            purpose: Purpose::Election,
         };
         validate_op(name, &op)?;
         self.apply_valid(name, &op, candidate).await
@@ -375,7 +377,48 @@ impl Store {
         self.bounded(self.backend.list()).await
     }
 
-    /// The newest `limit` transitions of `name`, newest first.
+    /// Runs one request of the Consul layer (sessions and keys with locks; see
+    /// [`consul`](crate::consul)) in one transaction, bounded by the store's timeout. `actor`
+    /// goes into the history of the leases it changes. Keys, session specs and value sizes are
+    /// checked first.
+    ///
+    /// # Errors
+    /// [`Error::Invalid`] for a bad key, spec or value (nothing is written);
+    /// [`Error::Consul`] for a request the rules refuse (an invalid session); database errors
+    /// and [`Error::Timeout`], after which the effect is unknown.
+    pub async fn consul(
+        &self,
+        request: &crate::consul::Request,
+        actor: &str,
+    ) -> Result<crate::consul::Answer> {
+        use crate::consul::{validate_key, validate_prefix, validate_spec, Request};
+        match request {
+            Request::CreateSession { spec, .. } => validate_spec(spec)?,
+            Request::Get { key, recurse } | Request::Delete { key, recurse, .. } => {
+                if *recurse {
+                    validate_prefix(key)?
+                } else {
+                    validate_key(key)?
+                }
+            }
+            Request::Put { key, value, .. } => {
+                validate_key(key)?;
+                if value.len() > crate::consul::MAX_VALUE_BYTES {
+                    return Err(Error::Invalid {
+                        what: "value",
+                        value: format!("{} bytes", value.len()),
+                        rule: "at most 512 KiB (524288 bytes)",
+                    });
+                }
+            }
+            _ => {}
+        }
+        self.bounded(self.backend.consul(request, actor)).await
+    }
+
+    /// The newest `limit` recorded transitions of `name`, newest first: every transition of an
+    /// election; of a lock only its notable ones unless it records every cycle (see
+    /// [`Purpose`]).
     ///
     /// # Errors
     /// [`Error::Invalid`], [`Error::Timeout`], database errors.
@@ -384,6 +427,11 @@ impl Store {
         self.bounded(self.backend.history(name, limit)).await
     }
 }
+
+/// The name a wake-up carries when it cannot say which lease changed (SQLite's doorbell, after
+/// it may have missed a ring): every listener looks again. A control character, so never a
+/// lease's name.
+pub(crate) const ANY: &str = "\0";
 
 /// Changed leases as the database pushes them; see [`Store::changes`].
 #[derive(Debug)]
@@ -404,8 +452,8 @@ impl Changes {
         }
     }
 
-    /// Completes when a lease whose name `matches` changed, or when some notifications were
-    /// lost (so that the caller looks again); never, where the database cannot push.
+    /// Completes when a lease whose name `matches` changed, or when some notifications may
+    /// have been lost (so that the caller looks again); never, where the database cannot push.
     ///
     /// # Cancel safety
     /// Cancel safe.
@@ -415,7 +463,7 @@ impl Changes {
         };
         loop {
             match rx.recv().await {
-                Ok(name) if matches(&name) => return,
+                Ok(name) if name == ANY || matches(&name) => return,
                 Ok(_) => {}
                 Err(broadcast::error::RecvError::Lagged(_)) => return,
                 Err(broadcast::error::RecvError::Closed) => {

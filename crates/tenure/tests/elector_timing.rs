@@ -106,6 +106,7 @@ async fn follower_tries_again_at_the_observed_expiry() {
         term: None,
         ttl_ms: 1000,
         metadata: None,
+        purpose: tenure::Purpose::Election,
     };
     store.apply("job", &op, "gone").await.unwrap();
     let expiry = Instant::now() + TTL;

@@ -18,6 +18,7 @@ async fn prunes_at_every_64th_tenure(kind: BackendKind) {
         term: None,
         ttl_ms: 60_000,
         metadata: None,
+        purpose: tenure::Purpose::Election,
     };
     for term in 1..=64u64 {
         if term == 64 {

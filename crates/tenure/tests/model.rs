@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use tenure::model::{decide, DbTime, Effect, Lease, Op};
+use tenure::model::{decide, DbTime, Effect, Lease, Op, Purpose};
 use tenure::{BackendKind, Store};
 
 /// Proptest cases per backend; the test fails if fewer ran.
@@ -29,6 +29,18 @@ const CANDIDATES: [&str; 4] = ["cand-a", "cand-b", "cand-c", "cand-d"];
 const TTLS: [u64; 4] = [1, 20, 60, 10_000];
 /// Includes an empty string (not NULL) and non-ASCII text, which a backend must keep as is.
 const METADATA: [&str; 4] = ["10.0.0.1:8080", "", "{\"addr\":\"hôte-ü:443\"}", "✓ leader"];
+/// An election's, a lock's and an audited lock's: each records different events.
+const PURPOSES: [Purpose; 3] = [
+    Purpose::Election,
+    Purpose::Lock {
+        record_every_cycle: false,
+    },
+    Purpose::Lock {
+        record_every_cycle: true,
+    },
+];
+/// A lock's release is recorded when it gives a reason.
+const REASONS: [Option<&str>; 2] = [None, Some("stepped down: health check failed")];
 
 /// One step of a case. Releases name their term relative to the row's term at that point.
 #[derive(Clone, Debug)]
@@ -39,12 +51,15 @@ enum Step {
         metadata: Option<&'static str>,
         /// The term it names, relative to the row's: none (a new tenure wanted), -1 or 0.
         names: Option<i64>,
+        purpose: Purpose,
     },
     Release {
         candidate: &'static str,
         /// -1 (stale), 0 (current) or +1 relative to the row's term.
         term_delta: i64,
         at_least_ms: u64,
+        reason: Option<&'static str>,
+        purpose: Purpose,
     },
     Demote {
         immediate: bool,
@@ -67,6 +82,7 @@ enum Step {
         candidate: &'static str,
         ttl_ms: u64,
         term_delta: i64,
+        purpose: Purpose,
     },
     /// Let the database's clock run for this many milliseconds.
     Sleep(u64),
@@ -80,22 +96,28 @@ fn step() -> impl Strategy<Value = Step> {
             prop::sample::select(TTLS.to_vec()),
             prop::option::of(prop::sample::select(METADATA.to_vec())),
             prop::sample::select(vec![None, Some(0i64), Some(0), Some(-1)]),
+            purpose(),
         )
-            .prop_map(|(candidate, ttl_ms, metadata, names)| Step::Campaign {
+            .prop_map(|(candidate, ttl_ms, metadata, names, purpose)| Step::Campaign {
                 candidate,
                 ttl_ms,
                 metadata,
                 names,
+                purpose,
             }),
         2 => (
             candidate(),
             prop::sample::select(vec![-1i64, 0, 0, 1]),
             prop::sample::select(vec![0u64, 0, 40]),
+            prop::sample::select(REASONS.to_vec()),
+            purpose(),
         )
-            .prop_map(|(candidate, term_delta, at_least_ms)| Step::Release {
+            .prop_map(|(candidate, term_delta, at_least_ms, reason, purpose)| Step::Release {
                 candidate,
                 term_delta,
                 at_least_ms,
+                reason,
+                purpose,
             }),
         1 => any::<bool>().prop_map(|immediate| Step::Demote { immediate }),
         1 => (prop::sample::select(CANDIDATES.to_vec()), any::<bool>())
@@ -108,14 +130,20 @@ fn step() -> impl Strategy<Value = Step> {
             candidate(),
             prop::sample::select(TTLS.to_vec()),
             prop::sample::select(vec![-1i64, 0, 0]),
+            purpose(),
         )
-            .prop_map(|(candidate, ttl_ms, term_delta)| Step::Succeed {
+            .prop_map(|(candidate, ttl_ms, term_delta, purpose)| Step::Succeed {
                 candidate,
                 ttl_ms,
                 term_delta,
+                purpose,
             }),
         1 => (0u64..80).prop_map(Step::Sleep),
     ]
+}
+
+fn purpose() -> impl Strategy<Value = Purpose> {
+    prop::sample::select(PURPOSES.to_vec())
 }
 
 fn steps() -> impl Strategy<Value = Vec<Step>> {
@@ -131,21 +159,26 @@ fn op_for(step: &Step, copy: Option<&Lease>) -> Option<Op> {
             ttl_ms,
             metadata,
             names,
+            purpose,
         } => Op::Campaign {
             candidate: candidate.to_string(),
             term: names.map(|delta| term.saturating_add_signed(delta)),
             ttl_ms,
             metadata: metadata.map(str::to_string),
+            purpose,
         },
         Step::Release {
             candidate,
             term_delta,
             at_least_ms,
+            reason,
+            purpose,
         } => Op::Release {
             candidate: candidate.to_string(),
             term: term.saturating_add_signed(term_delta),
             at_least_ms,
-            reason: None,
+            reason: reason.map(str::to_string),
+            purpose,
         },
         Step::Demote { immediate } => Op::Demote { immediate },
         Step::Handover { to, immediate } => Op::Handover {
@@ -165,10 +198,12 @@ fn op_for(step: &Step, copy: Option<&Lease>) -> Option<Op> {
             candidate,
             ttl_ms,
             term_delta,
+            purpose,
         } => Op::Succeed {
             candidate: candidate.to_string(),
             term: term.saturating_add_signed(term_delta),
             ttl_ms,
+            purpose,
         },
         Step::Sleep(_) => return None,
     })
@@ -406,7 +441,8 @@ async fn run_case(store: &Store, steps: &[Step], stats: &Stats) -> Result<(), Te
         );
     }
 
-    // Every transition is in the history, in order, with its database time and actor.
+    // Every transition the model records (for its purpose) is in the history, in order, with
+    // its database time and actor; no other.
     let history = store
         .history(&name, 1_000)
         .await

@@ -24,6 +24,7 @@ fn campaign_op(who: &str) -> Op {
         term: None,
         ttl_ms: 60_000,
         metadata: None,
+        purpose: tenure::Purpose::Election,
     }
 }
 

@@ -16,6 +16,7 @@ fn campaign(who: &str) -> Op {
         term: None,
         ttl_ms: 10_000,
         metadata: None,
+        purpose: tenure::Purpose::Election,
     }
 }
 

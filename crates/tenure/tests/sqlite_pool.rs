@@ -26,6 +26,7 @@ async fn a_connection_left_inside_a_transaction_is_replaced_not_reused() {
         term: None,
         ttl_ms: 60_000,
         metadata: None,
+        purpose: tenure::Purpose::Election,
     };
 
     // Leave the pool's connection inside a write transaction that no `Transaction` owns: the

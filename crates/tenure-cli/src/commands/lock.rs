@@ -27,7 +27,8 @@ pub async fn lock(global: &Global, args: LockArgs) -> Outcome {
     };
     let options = LockOptions::default()
         .ttl(args.lease.ttl)
-        .at_least(args.at_least);
+        .at_least(args.at_least)
+        .record_every_cycle(args.record_every_cycle);
 
     let guard = tokio::select! {
         guard = acquire(&locks, &args, options) => guard?,

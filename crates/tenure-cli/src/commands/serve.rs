@@ -6,7 +6,7 @@ use super::{check_global, check_lease, check_name};
 use crate::cli::{Global, ServeArgs};
 use crate::database;
 use crate::exit::{Failure, Outcome, OK};
-use crate::serve::{self, AppState, Campaign, Shared, Token, Watcher};
+use crate::serve::{self, AppState, Campaign, ConsulNode, Shared, Token, Watcher};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use tenure::Elector;
@@ -29,6 +29,14 @@ pub async fn serve(global: &Global, args: ServeArgs) -> Outcome {
         }
     }
     let timing = check_lease(&args.lease)?;
+    if let Some(node) = &args.node {
+        check_name(node)?;
+    }
+    if args.consul_reads_need_token && args.token_file.is_none() {
+        return Err(Failure::usage(
+            "--consul-reads-need-token needs --token-file (the token the reads must present)",
+        ));
+    }
     if let Some(m) = &args.metadata {
         tenure::validate::metadata(m)?;
     }
@@ -87,6 +95,15 @@ pub async fn serve(global: &Global, args: ServeArgs) -> Outcome {
         electors.push(elector);
     }
 
+    let node = args.node.clone().unwrap_or_else(|| candidate.clone());
+    let mut consul = ConsulNode::spawn(
+        store.clone(),
+        node.clone(),
+        timing.ttl(),
+        args.poll_interval.min(Duration::from_millis(250)),
+    );
+    consul.reads_need_token = args.consul_reads_need_token;
+    tracing::info!(%node, "Consul API on /v1/kv and /v1/session");
     let state = AppState::new(Shared {
         store,
         watcher,
@@ -94,6 +111,7 @@ pub async fn serve(global: &Global, args: ServeArgs) -> Outcome {
         token,
         metrics: Some(metrics),
         max_wait: args.max_wait,
+        consul: consul.clone(),
     });
     if global.quiet == 0 {
         eprintln!("tenure: listening on http://{address}");
@@ -117,6 +135,7 @@ pub async fn serve(global: &Global, args: ServeArgs) -> Outcome {
         };
     }
     tracing::info!("stopping: releasing the campaigns, answering the waiting requests");
+    consul.leave().await;
     let _ = stop.send(());
     shutdown(electors).await;
     match tokio::time::timeout(DRAIN, &mut server).await {

@@ -12,6 +12,9 @@
 //! - `params`: path names, query parameters and admin bodies, parsed strictly (400 otherwise).
 //! - `watch`: the shared watcher. One database read per poll interval (and, on PostgreSQL, one
 //!   per NOTIFY) serves every waiting client, however many there are.
+//! - `consul`, `consul_node`: Consul's session and KV API (leader election, locks,
+//!   semaphores) on `tenure::consul`, and this instance as a Consul node (heartbeat of its
+//!   sessions without TTL, the reap of expired ones, the index blocking queries wait on).
 //! - `auth`: the admin token, compared in constant time, and the requester's address.
 //! - `metrics`: the Prometheus recorder behind the library's `metrics` facade.
 //! - `openapi.json`, `page.html`: the API description and the status page, embedded.
@@ -19,7 +22,10 @@
 mod admin;
 mod auth;
 mod campaigns;
+mod consul;
+mod consul_node;
 mod error;
+mod go_duration;
 pub mod metrics;
 mod params;
 mod reads;
@@ -29,13 +35,14 @@ mod watch;
 mod tests;
 
 pub use auth::Token;
+pub use consul_node::ConsulNode;
 pub use watch::Watcher;
 
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::collections::BTreeMap;
@@ -77,6 +84,8 @@ pub struct Shared {
     pub metrics: Option<PrometheusHandle>,
     /// Blocking queries never wait longer than this, whatever they ask for.
     pub max_wait: Duration,
+    /// This instance as a Consul node (the Consul API's sessions and index).
+    pub consul: ConsulNode,
 }
 
 impl AppState {
@@ -99,6 +108,25 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/pause/{name}", post(admin::pause))
         .route("/v1/resume/{name}", post(admin::resume))
         .route_layer(middleware::from_fn_with_state(state.clone(), auth::require));
+    // Consul's API: values up to 512 KiB, checked by the handler (Consul's 413).
+    let consul = Router::new()
+        .route("/v1/session/create", put(consul::create_session))
+        .route("/v1/session/renew/{id}", put(consul::renew_session))
+        .route("/v1/session/destroy/{id}", put(consul::destroy_session))
+        .route("/v1/session/info/{id}", get(consul::session_info))
+        .route("/v1/session/list", get(consul::session_list))
+        .route("/v1/session/node/{node}", get(consul::session_node))
+        .route(
+            "/v1/kv/",
+            get(consul::kv_get_root).delete(consul::kv_delete_root),
+        )
+        .route(
+            "/v1/kv/{*key}",
+            get(consul::kv_get)
+                .put(consul::kv_put)
+                .delete(consul::kv_delete),
+        )
+        .layer(DefaultBodyLimit::max(tenure::consul::MAX_VALUE_BYTES + 1));
     Router::new()
         .route("/", get(page))
         .route("/openapi.json", get(openapi))
@@ -112,6 +140,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/self/{name}", get(campaigns::campaign))
         .route("/v1/leader-check/{name}", get(campaigns::leader_check))
         .merge(admin)
+        .merge(consul)
         .fallback(error::no_route)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn(edges))
@@ -147,7 +176,11 @@ async fn edges(request: Request, next: Next) -> Response {
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if announced.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+    if request.uri().path().starts_with("/v1/kv/") {
+        if let Some(n) = announced.filter(|n| *n > tenure::consul::MAX_VALUE_BYTES as u64) {
+            return consul::too_large(usize::try_from(n).unwrap_or(usize::MAX)).into_response();
+        }
+    } else if announced.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
         return error::ApiError::too_large().into_response();
     }
     let mut response = next.run(request).await;

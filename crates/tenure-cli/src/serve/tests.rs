@@ -89,6 +89,12 @@ fn state(db: &TestDb, poll: Duration, campaigns: BTreeMap<String, Campaign>) -> 
         token: Some(Token::new(TOKEN).unwrap()),
         metrics: None,
         max_wait: Duration::from_secs(600),
+        consul: ConsulNode::spawn(
+            db.store(),
+            "test-node".into(),
+            Duration::from_secs(10),
+            Duration::from_millis(100),
+        ),
     })
 }
 
@@ -313,6 +319,17 @@ const ROUTES: &[&str] = &[
     "POST /v1/handover/{name}",
     "POST /v1/pause/{name}",
     "POST /v1/resume/{name}",
+    "PUT /v1/session/create",
+    "PUT /v1/session/renew/{id}",
+    "PUT /v1/session/destroy/{id}",
+    "GET /v1/session/info/{id}",
+    "GET /v1/session/list",
+    "GET /v1/session/node/{node}",
+    "GET /v1/kv/",
+    "DELETE /v1/kv/",
+    "GET /v1/kv/{key}",
+    "PUT /v1/kv/{key}",
+    "DELETE /v1/kv/{key}",
 ];
 
 /// Every route in [`ROUTES`] exists in the router (not a 404 from the fallback), and a path
@@ -323,7 +340,9 @@ async fn the_route_list_matches_the_router() {
     let app = app(state(&db, Duration::from_millis(50), BTreeMap::new()));
     for route in ROUTES {
         let (method, path) = route.split_once(' ').unwrap();
-        let uri = path.replace("{name}", "x");
+        let uri = ["{name}", "{id}", "{node}", "{key}"]
+            .iter()
+            .fold(path.to_string(), |uri, p| uri.replace(p, "x"));
         let request = Request::builder()
             .method(method)
             .uri(&uri)
@@ -581,6 +600,7 @@ impl Shared {
             token: self.token.clone(),
             metrics: self.metrics.clone(),
             max_wait: self.max_wait,
+            consul: self.consul.clone(),
         }
     }
 }

@@ -120,6 +120,7 @@ pub fn campaign_op(candidate: &str, ttl_ms: u64) -> tenure::Op {
         term: None,
         ttl_ms,
         metadata: None,
+        purpose: tenure::Purpose::Election,
     }
 }
 

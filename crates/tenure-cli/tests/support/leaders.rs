@@ -88,8 +88,14 @@ impl Backend {
     /// Whether the database wakes followers (PostgreSQL's NOTIFY, unless behind a transaction
     /// pooler without a notify URL); elsewhere they poll every renew interval.
     pub fn pushes(&self) -> bool {
-        self.kind == BackendKind::Postgres
-            && (!self.url.contains("pooler=transaction") || self.notify_url.is_some())
+        match self.kind {
+            BackendKind::Postgres => {
+                !self.url.contains("pooler=transaction") || self.notify_url.is_some()
+            }
+            // SQLite's doorbell beside the file, MySQL's of named locks (GET_LOCK).
+            BackendKind::Sqlite | BackendKind::MySql => true,
+            _ => false,
+        }
     }
 
     pub fn log(&self) -> PathBuf {

@@ -155,7 +155,9 @@ impl Task {
                 1 => ttl * 3,
                 _ => ttl,
             };
-            let options = LockOptions::default().ttl(at_most);
+            // Every cycle in the database's history: the checker compares each guard's term
+            // with the acquisition the database recorded.
+            let options = LockOptions::default().ttl(at_most).record_every_cycle(true);
             let wait = self.rng.gen_bool(0.3);
             let got = match (self.target, wait) {
                 (Target::Lock(i), false) => self.locks.try_lock(&self.set.lock(i), options).await,

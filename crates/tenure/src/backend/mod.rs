@@ -133,10 +133,26 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     }
 
     /// Names whose lease was released, demoted, handed over, resumed or acquired, as the
-    /// database pushes them (PostgreSQL LISTEN/NOTIFY). `None` where the engine cannot push,
-    /// or does not listen (behind a transaction pooler without a notify URL).
+    /// database pushes them (PostgreSQL LISTEN/NOTIFY) or a doorbell rings them (SQLite's
+    /// file, or `"\0"` for "any name" when it may have missed one; MySQL's named locks).
+    /// `None` where the engine does not listen (behind a transaction pooler without a notify
+    /// URL).
     fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
         None
+    }
+
+    /// Runs one request of the Consul layer in one transaction (see [`crate::consul`]);
+    /// `actor` goes into the history of the leases it changes. The default refuses: only
+    /// the SQL backends keep sessions and values.
+    ///
+    /// # Errors
+    /// [`Error::Consul`](crate::Error::Consul) for a refused request, database errors.
+    async fn consul(
+        &self,
+        _request: &crate::consul::Request,
+        _actor: &str,
+    ) -> Result<crate::consul::Answer> {
+        Err(crate::Error::Unsupported("the Consul API"))
     }
 
     /// Stops using the connections open now: a call timed out or found the server read-only,

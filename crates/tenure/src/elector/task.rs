@@ -4,7 +4,7 @@ use super::{Command, LeaderGuard, Role};
 use crate::belief::{deadline_for, Belief, Ledger};
 use crate::config::Timing;
 use crate::error::Result;
-use crate::model::{Effect, Lease, Op, StepDownReason};
+use crate::model::{Effect, Lease, Op, Purpose, StepDownReason};
 use crate::store::{duration_ms, LeaderInfo, Store};
 use crate::Applied;
 use std::sync::Arc;
@@ -113,6 +113,7 @@ impl Task {
             term: self.tenure.as_ref().map(|t| t.belief.term()),
             ttl_ms: duration_ms(self.timing.ttl()),
             metadata: self.metadata.clone(),
+            purpose: Purpose::Election,
         };
         let (store, name, me) = (self.store.clone(), self.name.clone(), self.me.clone());
         let sent = Instant::now();
@@ -358,6 +359,7 @@ impl Task {
             term,
             at_least_ms: 0,
             reason,
+            purpose: Purpose::Election,
         };
         self.store.apply_valid(&self.name, &op, &self.me).await?;
         self.ledger.gone(term);

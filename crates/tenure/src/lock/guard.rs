@@ -1,11 +1,10 @@
 //! [`LockGuard`]: one held lock, with its fencing term, a signal for its end, and release.
 
-use super::Inner;
+use super::{GiveBack, Inner};
 use crate::belief::View;
 use crate::error::{Error, Result};
 use crate::fence::{Fence, FenceDatabase};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -19,7 +18,7 @@ pub struct LockGuard {
     inner: Arc<Inner>,
     name: String,
     term: u64,
-    at_least: Duration,
+    give_back: GiveBack,
     belief: View,
     /// Released, forgotten or given back: nothing left for `Drop` to do.
     done: bool,
@@ -39,14 +38,14 @@ impl LockGuard {
         inner: Arc<Inner>,
         name: &str,
         term: u64,
-        at_least: Duration,
+        give_back: GiveBack,
         belief: View,
     ) -> LockGuard {
         LockGuard {
             inner,
             name: name.to_string(),
             term,
-            at_least,
+            give_back,
             belief,
             done: false,
         }
@@ -128,7 +127,8 @@ impl LockGuard {
     }
 
     /// As [`release`](LockGuard::release), with `reason` as the detail of the history's
-    /// `released` event.
+    /// `released` event: recorded even where the lock's cycles are not
+    /// ([`LockOptions::record_every_cycle`](super::LockOptions::record_every_cycle)).
     ///
     /// # Errors
     /// As [`release`](LockGuard::release).
@@ -139,9 +139,9 @@ impl LockGuard {
     async fn release_inner(mut self, reason: Option<String>) -> Result<()> {
         self.done = true;
         self.inner.table().end(&self.name, self.term);
-        let (name, term, at_least) = (self.name.clone(), self.term, self.at_least);
+        let (name, term, give_back) = (self.name.clone(), self.term, self.give_back);
         self.inner
-            .release(&name, term, at_least, reason.as_deref())
+            .release(&name, term, give_back, reason.as_deref())
             .await
     }
 
@@ -181,14 +181,14 @@ impl Drop for LockGuard {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let (inner, name, term, at_least) = (
+        let (inner, name, term, give_back) = (
             self.inner.clone(),
             self.name.clone(),
             self.term,
-            self.at_least,
+            self.give_back,
         );
         runtime.spawn(async move {
-            if let Err(e) = inner.release(&name, term, at_least, None).await {
+            if let Err(e) = inner.release(&name, term, give_back, None).await {
                 tracing::warn!(name, term, error = %e, "release on drop failed; the term stays stale and the lock will expire");
             }
         });

@@ -10,7 +10,7 @@ pub use semaphore::Semaphore;
 use crate::belief::{deadline_for, Belief, Ledger, View};
 use crate::config::Timing;
 use crate::error::{Error, Result};
-use crate::model::{Effect, Op};
+use crate::model::{Effect, Op, Purpose};
 use crate::store::{duration_ms, Store};
 use crate::validate;
 use std::collections::HashMap;
@@ -25,15 +25,18 @@ pub struct LockOptions {
     ttl: Duration,
     at_least: Duration,
     keep_alive: bool,
+    record_every_cycle: bool,
 }
 
 impl Default for LockOptions {
-    /// At most 60 s without renewal, no minimum, kept alive while the guard lives.
+    /// At most 60 s without renewal, no minimum, kept alive while the guard lives, only
+    /// notable transitions in the history.
     fn default() -> Self {
         LockOptions {
             ttl: Duration::from_secs(60),
             at_least: Duration::ZERO,
             keep_alive: true,
+            record_every_cycle: false,
         }
     }
 }
@@ -61,9 +64,39 @@ impl LockOptions {
         self.keep_alive = on;
         self
     }
+    /// Record every acquisition and release of the lock in the history (`tenure history`),
+    /// as an election does. Off by default: a lock taken and released in a loop would write a
+    /// history row at every turn, which costs each cycle two statements. Recorded either way:
+    /// a takeover of a holder whose lease expired unreleased (`taken_over_expired`), an
+    /// acquisition by handover, a release that gives a reason
+    /// ([`LockGuard::release_because`]), and every admin event (demote, handover, pause,
+    /// resume). The fencing term rises by one per tenure whether or not it is recorded.
+    pub fn record_every_cycle(mut self, on: bool) -> Self {
+        self.record_every_cycle = on;
+        self
+    }
     fn timing(&self) -> Result<Timing> {
         Timing::from_ttl(self.ttl)
     }
+    fn purpose(&self) -> Purpose {
+        Purpose::Lock {
+            record_every_cycle: self.record_every_cycle,
+        }
+    }
+    fn give_back(&self) -> GiveBack {
+        GiveBack {
+            at_least: self.at_least,
+            purpose: self.purpose(),
+        }
+    }
+}
+
+/// How a term of a lock is given back: nobody may start before `acquired_at + at_least`, and
+/// the purpose says whether the release is recorded.
+#[derive(Clone, Copy, Debug)]
+struct GiveBack {
+    at_least: Duration,
+    purpose: Purpose,
 }
 
 /// One held lock, as the table sees it.
@@ -71,14 +104,14 @@ struct Held {
     belief: Belief,
     timing: Timing,
     keep_alive: bool,
-    at_least: Duration,
+    give_back: GiveBack,
 }
 
 /// A term of ours to release before the name is campaigned for again.
 struct Terms {
     ledger: Ledger,
-    /// The `at_least` of the stale term's release.
-    at_least: Duration,
+    /// How the stale term is given back.
+    give_back: GiveBack,
 }
 
 /// Everything a process knows about its locks.
@@ -99,7 +132,7 @@ impl Table {
         if self.held.get(name).is_some_and(|h| h.belief.term() == term) {
             let held = self.held.remove(name).expect("checked");
             held.belief.end();
-            self.mark_stale(name, term, held.at_least);
+            self.mark_stale(name, term, held.give_back);
         }
     }
 
@@ -118,7 +151,7 @@ impl Table {
         }
         let terms = self.terms.entry(name.to_string()).or_insert_with(|| Terms {
             ledger: Ledger::default(),
-            at_least: options.at_least,
+            give_back: options.give_back(),
         });
         terms.ledger.handed_out(term);
         let (belief, view) = Belief::new(term, deadline);
@@ -128,19 +161,19 @@ impl Table {
                 belief,
                 timing,
                 keep_alive: options.keep_alive,
-                at_least: options.at_least,
+                give_back: options.give_back(),
             },
         );
         view
     }
 
-    fn mark_stale(&mut self, name: &str, term: u64, at_least: Duration) {
+    fn mark_stale(&mut self, name: &str, term: u64, give_back: GiveBack) {
         let entry = self.terms.entry(name.to_string()).or_insert_with(|| Terms {
             ledger: Ledger::default(),
-            at_least,
+            give_back,
         });
         entry.ledger.ended(term);
-        entry.at_least = at_least;
+        entry.give_back = give_back;
     }
 
     /// Records that `term` of `name` is no longer ours in the database.
@@ -153,9 +186,9 @@ impl Table {
         }
     }
 
-    fn stale(&self, name: &str) -> Option<(u64, Duration)> {
+    fn stale(&self, name: &str) -> Option<(u64, GiveBack)> {
         let t = self.terms.get(name)?;
-        t.ledger.stale().map(|term| (term, t.at_least))
+        t.ledger.stale().map(|term| (term, t.give_back))
     }
 }
 
@@ -177,12 +210,17 @@ impl Inner {
         &self,
         name: &str,
         term: u64,
-        at_least: Duration,
+        give_back: GiveBack,
         reason: Option<&str>,
     ) -> Result<()> {
-        self.store
-            .release_because(name, &self.holder, term, at_least, reason)
-            .await?;
+        let op = Op::Release {
+            candidate: self.holder.clone(),
+            term,
+            at_least_ms: duration_ms(give_back.at_least),
+            reason: reason.map(str::to_string),
+            purpose: give_back.purpose,
+        };
+        self.store.apply_valid(name, &op, &self.holder).await?;
         self.table().gone(name, term);
         Ok(())
     }
@@ -253,6 +291,13 @@ impl Inner {
 ///   }
 ///   # Ok(()) }
 ///   ```
+///
+/// # History
+/// A lock's uncontested acquisition and its plain release leave no row in the history (a lock
+/// taken in a loop writes only its lease row); takeovers of an expired holder, acquisitions by
+/// handover, releases with a reason and admin events do. See
+/// [`LockOptions::record_every_cycle`] to record every cycle. On PostgreSQL a release wakes
+/// the waiters at once (`NOTIFY`); an acquisition wakes nobody.
 ///
 /// # Semaphores
 /// [`Semaphore`] allows up to N holders of one name. Permit *i* is the lease `NAME#i`
@@ -410,10 +455,10 @@ impl Locks {
             let kept = table.kept.remove(name).filter(|(_, until)| *until > now);
             (table.stale(name), kept.map(|(term, _)| term))
         };
-        if let Some((term, at_least)) = stale {
+        if let Some((term, give_back)) = stale {
             // Ours, and maybe still held: give it back before asking for a new term, so that
             // the answer can never be about it.
-            self.inner.release(name, term, at_least, None).await?;
+            self.inner.release(name, term, give_back, None).await?;
         }
         let holder = self.inner.holder.clone();
         let ttl_ms = duration_ms(options.ttl);
@@ -422,12 +467,14 @@ impl Locks {
                 candidate: holder.clone(),
                 term,
                 ttl_ms,
+                purpose: options.purpose(),
             },
             None => Op::Campaign {
                 candidate: holder.clone(),
                 term: None,
                 ttl_ms,
                 metadata: None,
+                purpose: options.purpose(),
             },
         };
         let sent = Instant::now();
@@ -468,9 +515,11 @@ impl Locks {
             Effect::SteppedDown(_) => {
                 // A kept term that must not continue (paused, handed over): give it back.
                 if let Some(kept) = kept {
-                    self.inner.table().mark_stale(name, kept, options.at_least);
                     self.inner
-                        .release(name, kept, options.at_least, None)
+                        .table()
+                        .mark_stale(name, kept, options.give_back());
+                    self.inner
+                        .release(name, kept, options.give_back(), None)
                         .await?;
                 }
                 return Ok((None, Retry::Poll));
@@ -500,7 +549,7 @@ impl Locks {
             match deadline.filter(|_| !handed_out) {
                 Some(deadline) => Some(table.hand_out(name, term, deadline, timing, options)),
                 None => {
-                    table.mark_stale(name, term, Duration::ZERO);
+                    table.mark_stale(name, term, now_free(options));
                     None
                 }
             }
@@ -508,7 +557,11 @@ impl Locks {
         let Some(view) = granted else {
             // Too late to believe (or, defensively, a term this process handed out before):
             // give it back; until that lands it is stale.
-            if let Err(e) = self.inner.release(name, term, Duration::ZERO, None).await {
+            if let Err(e) = self
+                .inner
+                .release(name, term, now_free(options), None)
+                .await
+            {
                 tracing::warn!(name, term, error = %e, "giving back a lock term granted too late failed; it stays stale");
             }
             return Ok((None, Retry::Now));
@@ -519,7 +572,7 @@ impl Locks {
                 self.inner.clone(),
                 name,
                 term,
-                options.at_least,
+                options.give_back(),
                 view,
             )),
             Retry::Poll,
@@ -536,6 +589,14 @@ enum Retry {
     WhenExpires(Duration),
     /// After a renew interval (held by this process, paused, reserved, unknown).
     Poll,
+}
+
+/// A term granted too late to believe in, given back with no `at_least`: nobody used it.
+fn now_free(options: &LockOptions) -> GiveBack {
+    GiveBack {
+        at_least: Duration::ZERO,
+        purpose: options.purpose(),
+    }
 }
 
 /// `next`, or `give_up` if that comes first.

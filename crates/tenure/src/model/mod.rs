@@ -108,6 +108,53 @@ impl Lease {
     }
 }
 
+/// What a lease is held for: it decides which of its transitions the history records and
+/// which of them wake someone (a PostgreSQL notification at commit).
+///
+/// An election's followers and watchers wait for a new leader as much as for a vacant lease,
+/// and its history is the record of who led when: every acquisition and release is recorded
+/// and announced. A lock taken and released in a loop would write a history row and send a
+/// notification at every turn, which nobody reads: by default only what an operator needs is
+/// recorded (see [`Purpose::Lock`]), and only a release (which a waiter may be waiting for)
+/// is announced.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Purpose {
+    /// An election (`Elector`, and the plain [`Store`](crate::Store) operations): every
+    /// transition is recorded and announced.
+    #[default]
+    Election,
+    /// A lock or a semaphore permit (`Locks`). Recorded: takeovers of an expired holder,
+    /// acquisitions by handover, releases that give a reason, admin events, and, if
+    /// `record_every_cycle`, every acquisition and release. Announced: releases and admin
+    /// events, never an acquisition (nobody waits for a lock to be taken).
+    Lock {
+        /// Also record each uncontested acquisition (of a vacant lease, or of the holder's
+        /// own kept tenure) and each release without a reason.
+        record_every_cycle: bool,
+    },
+}
+
+impl Purpose {
+    /// Whether an uncontested acquisition and a release without a reason are recorded.
+    pub fn records_every_cycle(self) -> bool {
+        match self {
+            Purpose::Election => true,
+            Purpose::Lock { record_every_cycle } => record_every_cycle,
+        }
+    }
+
+    /// Whether an acquisition wakes anyone: an election's followers and watchers.
+    pub fn wakes_on_acquisition(self) -> bool {
+        self == Purpose::Election
+    }
+
+    /// Whether a release with this reason is recorded: always where it gives one (the caller
+    /// wants it read, e.g. a failed health check), else where every cycle is.
+    pub fn records_release(self, reason: Option<&str>) -> bool {
+        reason.is_some() || self.records_every_cycle()
+    }
+}
+
 /// An operation on one name, decided atomically at one database instant.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -129,6 +176,8 @@ pub enum Op {
         ttl_ms: u64,
         /// Published with the lease while held (e.g. an address).
         metadata: Option<String>,
+        /// What the lease is held for: what its acquisition records and whom it wakes.
+        purpose: Purpose,
     },
     /// The live holder of tenure `term` ends it and begins the next one for itself at once,
     /// with nobody in between (term + 1, an `acquired` event): how a lock kept with
@@ -142,6 +191,8 @@ pub enum Op {
         term: u64,
         /// The new tenure's time to live, in milliseconds.
         ttl_ms: u64,
+        /// What the lease is held for: whether the new tenure is recorded.
+        purpose: Purpose,
     },
     /// Renew the tenure `term` of `candidate` with the row's own ttl, never acquiring: the
     /// keep-alive of held locks, which backends run for many leases in one statement.
@@ -162,6 +213,8 @@ pub enum Op {
         at_least_ms: u64,
         /// The history event's detail.
         reason: Option<String>,
+        /// What the lease is held for: whether the release is recorded.
+        purpose: Purpose,
     },
     /// Force a re-election. Keeps `expires_at` (lock-delay) unless `immediate`.
     Demote {
@@ -309,6 +362,9 @@ pub struct Decision {
     pub write: bool,
     /// What to append to the history, if anything.
     pub event: Option<Event>,
+    /// Whether someone may be waiting for this transition (followers, lock waiters,
+    /// watchers): a backend that can push (PostgreSQL's `NOTIFY`) announces it at commit.
+    pub wake: bool,
     /// What happened.
     pub effect: Effect,
 }
@@ -321,12 +377,14 @@ pub fn decide(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Deci
             term,
             ttl_ms,
             metadata,
+            purpose,
         } => {
             let ask = Ask {
                 me: candidate,
                 term: *term,
                 ttl_ms: *ttl_ms,
                 metadata,
+                purpose: *purpose,
             };
             ops::campaign(now, name, current, &ask)
         }
@@ -334,13 +392,15 @@ pub fn decide(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Deci
             candidate,
             term,
             ttl_ms,
-        } => ops::succeed(now, name, current, candidate, *term, *ttl_ms),
+            purpose,
+        } => ops::succeed(now, name, current, candidate, *term, *ttl_ms, *purpose),
         Op::Renew { candidate, term } => ops::renew(now, current, candidate, *term),
         Op::Release {
             candidate,
             term,
             at_least_ms,
             reason,
+            purpose,
         } => ops::release(
             now,
             current,
@@ -348,6 +408,7 @@ pub fn decide(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Deci
             *term,
             *at_least_ms,
             reason.as_deref(),
+            *purpose,
         ),
         Op::Demote { immediate } => ops::demote(now, current, *immediate),
         Op::Handover { to, immediate } => ops::handover(now, current, to, *immediate),
@@ -363,5 +424,7 @@ pub fn decide(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Deci
     decision
 }
 
+#[cfg(test)]
+mod purpose_tests;
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,7 @@
 //! arguments) to the [`Decision`]. [`decide`](super::decide) picks the function and then names,
 //! in the history event, who gave the lease up.
 
-use super::{DbTime, Decision, Effect, Event, EventKind, Lease, StepDownReason};
+use super::{DbTime, Decision, Effect, Event, EventKind, Lease, Purpose, StepDownReason};
 
 /// A campaign's arguments.
 pub(super) struct Ask<'a> {
@@ -10,6 +10,7 @@ pub(super) struct Ask<'a> {
     pub(super) term: Option<u64>,
     pub(super) ttl_ms: u64,
     pub(super) metadata: &'a Option<String>,
+    pub(super) purpose: Purpose,
 }
 
 /// Acquire, renew or step down; see [`Op::Campaign`](super::Op::Campaign).
@@ -22,7 +23,7 @@ pub(super) fn campaign(
     let me = ask.me;
     let Some(row) = current else {
         let lease = new_tenure(name, 1, me, ask.ttl_ms, ask.metadata, now);
-        return changed(
+        let decision = changed(
             lease,
             EventKind::Acquired,
             String::new(),
@@ -30,6 +31,7 @@ pub(super) fn campaign(
                 took_over_from: None,
             },
         );
+        return acquisition(decision, ask.purpose, true);
     };
     if row.live_holder(now) == Some(me) {
         if row.forced_grant_pending() && !row.paused {
@@ -40,6 +42,7 @@ pub(super) fn campaign(
                 lease: Some(lease),
                 write: true,
                 event: None,
+                wake: false,
                 effect: Effect::Acquired {
                     took_over_from: None,
                 },
@@ -59,6 +62,7 @@ pub(super) fn campaign(
             lease: Some(renewed(row, now, ask)),
             write: true,
             event: None,
+            wake: false,
             effect: Effect::Renewed,
         };
     }
@@ -66,16 +70,20 @@ pub(super) fn campaign(
         return unchanged(current, Effect::Unavailable);
     }
     let lease = new_tenure(&row.name, row.term + 1, me, ask.ttl_ms, ask.metadata, now);
-    let (kind, detail) = match (&row.holder, &row.handover_to) {
+    let (kind, detail, uncontested) = match (&row.holder, &row.handover_to) {
         (Some(previous), _) => (
             EventKind::TakenOverExpired,
             format!("lease of '{previous}' (term {}) had expired", row.term),
+            false,
         ),
-        (None, Some(target)) if target == me => (EventKind::Acquired, "by handover".to_string()),
-        (None, _) => (EventKind::Acquired, String::new()),
+        (None, Some(target)) if target == me => {
+            (EventKind::Acquired, "by handover".to_string(), false)
+        }
+        (None, _) => (EventKind::Acquired, String::new(), true),
     };
     let took_over_from = row.holder.clone();
-    changed(lease, kind, detail, Effect::Acquired { took_over_from })
+    let decision = changed(lease, kind, detail, Effect::Acquired { took_over_from });
+    acquisition(decision, ask.purpose, uncontested)
 }
 
 /// The live holder of `term` begins the next tenure itself; anyone else campaigns afresh.
@@ -86,6 +94,7 @@ pub(super) fn succeed(
     candidate: &str,
     term: u64,
     ttl_ms: u64,
+    purpose: Purpose,
 ) -> Decision {
     match current {
         Some(row) if row.live_holder(now) == Some(candidate) && row.term == term => {
@@ -94,14 +103,15 @@ pub(super) fn succeed(
             }
             let lease = new_tenure(name, term + 1, candidate, ttl_ms, &row.metadata, now);
             let detail = format!("succeeded its own term {term}");
-            changed(
+            let decision = changed(
                 lease,
                 EventKind::Acquired,
                 detail,
                 Effect::Acquired {
                     took_over_from: None,
                 },
-            )
+            );
+            acquisition(decision, purpose, true)
         }
         _ => {
             let fresh = Ask {
@@ -109,6 +119,7 @@ pub(super) fn succeed(
                 term: None,
                 ttl_ms,
                 metadata: &None,
+                purpose,
             };
             campaign(now, name, current, &fresh)
         }
@@ -131,6 +142,7 @@ pub(super) fn renew(now: DbTime, current: Option<&Lease>, candidate: &str, term:
                 }),
                 write: true,
                 event: None,
+                wake: false,
                 effect: Effect::Renewed,
             }
         }
@@ -146,12 +158,18 @@ pub(super) fn release(
     term: u64,
     at_least_ms: u64,
     reason: Option<&str>,
+    purpose: Purpose,
 ) -> Decision {
     match current {
         Some(row) if row.holder.as_deref() == Some(candidate) && row.term == term => {
             let lease = vacate(row, now, at_least_ms);
             let detail = reason.unwrap_or_default().to_string();
-            changed(lease, EventKind::Released, detail, Effect::Released)
+            let mut decision = changed(lease, EventKind::Released, detail, Effect::Released);
+            if !purpose.records_release(reason) {
+                // Still announced: a waiter may be waiting for exactly this.
+                decision.event = None;
+            }
+            decision
         }
         _ => unchanged(current, Effect::NotHolder),
     }
@@ -284,11 +302,12 @@ fn unchanged(current: Option<&Lease>, effect: Effect) -> Decision {
         lease: current.cloned(),
         write: false,
         event: None,
+        wake: false,
         effect,
     }
 }
 
-/// `lease` written, with a history event of its term and holder.
+/// `lease` written, with a history event of its term and holder, announced.
 fn changed(lease: Lease, kind: EventKind, detail: String, effect: Effect) -> Decision {
     Decision {
         event: Some(Event {
@@ -299,8 +318,20 @@ fn changed(lease: Lease, kind: EventKind, detail: String, effect: Effect) -> Dec
         }),
         lease: Some(lease),
         write: true,
+        wake: true,
         effect,
     }
+}
+
+/// A new tenure begun for `purpose`: announced only to an election's followers and watchers;
+/// recorded unless it is `uncontested` (the lease was vacant, or the holder's own) and the
+/// purpose records only what an operator needs.
+fn acquisition(mut decision: Decision, purpose: Purpose, uncontested: bool) -> Decision {
+    decision.wake = purpose.wakes_on_acquisition();
+    if uncontested && !purpose.records_every_cycle() {
+        decision.event = None;
+    }
+    decision
 }
 
 /// Why the live holder `me` must step down instead of renewing, if it must.

@@ -11,7 +11,7 @@ const NAME: &str = "billing-cron";
 const BASE: i64 = 1_700_000_000_000_000;
 
 /// `BASE` plus `ms` milliseconds.
-fn at(ms: i64) -> DbTime {
+pub(super) fn at(ms: i64) -> DbTime {
     DbTime(BASE + ms * 1000)
 }
 
@@ -22,6 +22,7 @@ fn campaign(candidate: &str, ttl_ms: u64) -> Op {
         term: None,
         ttl_ms,
         metadata: None,
+        purpose: Purpose::Election,
     }
 }
 
@@ -32,6 +33,7 @@ fn renew_as(candidate: &str, term: u64, ttl_ms: u64) -> Op {
         term: Some(term),
         ttl_ms,
         metadata: None,
+        purpose: Purpose::Election,
     }
 }
 
@@ -41,6 +43,7 @@ fn campaign_with(candidate: &str, term: Option<u64>, ttl_ms: u64, metadata: &str
         term,
         ttl_ms,
         metadata: Some(metadata.to_string()),
+        purpose: Purpose::Election,
     }
 }
 
@@ -50,6 +53,7 @@ fn release(candidate: &str, term: u64, at_least_ms: u64) -> Op {
         term,
         at_least_ms,
         reason: None,
+        purpose: Purpose::Election,
     }
 }
 
@@ -224,6 +228,7 @@ fn succeed_begins_the_next_term_with_nobody_in_between() {
         candidate: who.to_string(),
         term,
         ttl_ms: 20_000,
+        purpose: Purpose::Election,
     };
     let row = held("a", 5, 0, 0, 10_000);
     let d = decide(at(100), NAME, Some(&row), &succeed("a", 5));
@@ -1014,6 +1019,7 @@ fn to_op(spec: &OpSpec, current: Option<&Lease>, beliefs: &HashMap<String, (u64,
             candidate: CANDIDATES[c].to_string(),
             term: term.saturating_add_signed(delta),
             ttl_ms,
+            purpose: Purpose::Election,
         },
         OpSpec::Demote(immediate) => Op::Demote { immediate },
         OpSpec::Handover(c, immediate) => handover(CANDIDATES[c], immediate),

@@ -5,7 +5,7 @@ use std::time::Duration;
 use tenure::{Effect, LockOptions, Locks, Store};
 use tokio::time::{sleep, timeout, Instant};
 
-fn holder(store: &Store, id: &str) -> Locks {
+pub fn holder(store: &Store, id: &str) -> Locks {
     Locks::with_holder(store.clone(), id).unwrap()
 }
 
@@ -156,8 +156,18 @@ pub async fn lock_election_mode(store: Store) {
         .unwrap()
         .expect("own live lock");
     assert_eq!(again.term(), term + 1, "the kept tenure is succeeded");
+    again.forget();
+    let recorded = LockOptions::default()
+        .ttl(Duration::from_secs(2))
+        .keep_alive(false)
+        .record_every_cycle(true);
+    let third = a.try_lock(&name, recorded).await.unwrap().expect("own");
     let history = store.history(&name, 1).await.unwrap();
-    assert_eq!(history[0].detail, format!("succeeded its own term {term}"));
+    assert_eq!(
+        history[0].detail,
+        format!("succeeded its own term {}", term + 1)
+    );
+    assert_eq!(third.term(), term + 2);
     assert!(b.try_lock(&name, options).await.unwrap().is_none());
 }
 

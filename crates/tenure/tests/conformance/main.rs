@@ -5,8 +5,10 @@
 
 #[path = "../common/mod.rs"]
 mod common;
+mod consul;
 mod elector;
 mod fence;
+mod lock_history;
 mod locks;
 mod ops;
 mod schedule;
@@ -69,8 +71,20 @@ for_every_backend!([
     locks::lock_election_mode,
     locks::semaphore_limits_holders,
     locks::lock_waits_without_a_bound,
+    lock_history::lock_cycle_leaves_no_history,
+    lock_history::lock_records_every_cycle_when_asked,
+    lock_history::lock_takeover_and_admin_events_are_recorded,
+    lock_history::lock_release_wakes_and_acquisition_does_not,
+    lock_history::election_records_and_announces_every_cycle,
     schedule::schedule_runs_each_tick_once,
     schedule::schedule_stops_when_asked,
+    consul::consul_acquire_release_is_the_lease,
+    consul::consul_destroy_keeps_lock_delay,
+    consul::consul_expired_session_loses_its_lock,
+    consul::consul_heartbeat_and_demote,
+    consul::consul_cas_delete_and_behavior,
+    consul::consul_lock_index_is_the_term,
+    consul::consul_racing_writers_have_one_winner,
 ]);
 
 fence_tests!(

@@ -13,6 +13,7 @@ pub async fn campaign(store: &Store, name: &str, who: &str, ttl_ms: u64) -> tenu
         term: None,
         ttl_ms,
         metadata: Some(format!("addr of {who}")),
+        purpose: tenure::Purpose::Election,
     };
     store.apply(name, &op, who).await.expect("campaign")
 }
@@ -30,6 +31,7 @@ pub async fn renew(
         term: Some(term),
         ttl_ms,
         metadata: Some(format!("addr of {who}")),
+        purpose: tenure::Purpose::Election,
     };
     store.apply(name, &op, who).await.expect("campaign")
 }
@@ -66,6 +68,7 @@ pub async fn acquire_renew_and_leader(store: Store) {
             term: named,
             ttl_ms: 1,
             metadata: None,
+            purpose: tenure::Purpose::Election,
         };
         let same_id = store.apply(&name, &op, "a").await.unwrap();
         assert_eq!(same_id.effect, Effect::Unavailable, "{named:?}");
@@ -392,6 +395,7 @@ pub async fn list_history_and_errors(store: Store) {
                 term: None,
                 ttl_ms: 1,
                 metadata: None,
+                purpose: tenure::Purpose::Election,
             },
             "t",
         )

@@ -49,6 +49,7 @@ macro_rules! stall_tests {
                         term: None,
                         ttl_ms: 60_000,
                         metadata: None,
+                        purpose: tenure::Purpose::Election,
                     };
                     if let Ok(applied) = store.apply(&name, &op, "b").await {
                         if matches!(applied.effect, Effect::Acquired { .. }) {

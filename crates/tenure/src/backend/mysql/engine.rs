@@ -1,14 +1,18 @@
 //! The MySQL family's engine: its schema, its dialect and its pool's session settings.
 
+use super::bell::Bells;
 use super::galera::Galera;
 use crate::backend::fresh::Freshness;
 use crate::backend::sql::{Dialect, Engine};
 use crate::backend::{BackendKind, RedactedUrl, StoreOptions};
 use crate::error::{Error, Result};
+use crate::model::Op;
+use crate::records::Applied;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::MySqlPool;
 use std::str::FromStr;
 use std::sync::Arc;
+use tokio::sync::broadcast;
 
 const SCHEMA: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS {p}lease (
@@ -41,6 +45,29 @@ const SCHEMA: &[&str] = &[
     holder VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
     completed_at DATETIME(6) NOT NULL
 ) ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS {p}consul_session (
+    id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
+    name TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    node VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    ttl_ms BIGINT NULL,
+    lease_ms BIGINT NOT NULL,
+    lock_delay_ms BIGINT NOT NULL,
+    behavior VARCHAR(16) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+    create_index BIGINT NOT NULL,
+    modify_index BIGINT NOT NULL,
+    expires_at DATETIME(6) NOT NULL
+) ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS {p}consul_kv (
+    kv_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
+    value LONGBLOB NOT NULL,
+    flags BIGINT NOT NULL,
+    session VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+    lock_index BIGINT NOT NULL,
+    create_index BIGINT NOT NULL,
+    modify_index BIGINT NOT NULL,
+    INDEX {p}consul_kv_session (session)
+) ENGINE=InnoDB",
+    "CREATE TABLE IF NOT EXISTS {p}consul_index (id INTEGER NOT NULL PRIMARY KEY, idx BIGINT NOT NULL) ENGINE=InnoDB",
     "CREATE TABLE IF NOT EXISTS {p}schema (version BIGINT NOT NULL) ENGINE=InnoDB",
 ];
 
@@ -48,6 +75,8 @@ const SCHEMA: &[&str] = &[
 /// node it writes through, if the server is one (see `galera.rs`).
 pub struct MySql {
     galera: Option<Galera>,
+    /// None on a Galera node, which refuses named locks (followers poll there).
+    bells: Option<Box<Bells>>,
 }
 
 impl Engine for MySql {
@@ -71,7 +100,7 @@ impl Engine for MySql {
             for_update: "FOR UPDATE",
             share_lock: "LOCK IN SHARE MODE",
             update_returning: false,
-            notify_on_event: false,
+            notifies: false,
             // A locking read sees the newest committed row once its lock is granted, so a
             // takeover that committed meanwhile leaves no row. UTC_TIMESTAMP(6) is read when the
             // statement starts, before a wait for the lock; that only makes the expiry check
@@ -114,6 +143,7 @@ impl Engine for MySql {
         // no lock wait outlasts it.
         let session_s = options.timeout.as_secs().max(1);
         crate::backend::probe(&connect, options.timeout, redacted).await?;
+        let connect_for_bells = connect.clone();
         let pool = fresh
             .guard(MySqlPoolOptions::new())
             .after_connect(move |conn, _| {
@@ -152,6 +182,20 @@ impl Engine for MySql {
         if let Some(galera) = &galera {
             galera.announce(redacted.as_str());
         }
-        Ok((pool, MySql { galera }))
+        // Galera refuses GET_LOCK with WSREP_ON (MDEV-30473): no doorbell there.
+        let bells = galera
+            .is_none()
+            .then(|| Box::new(Bells::start(connect_for_bells, &options.table_prefix)));
+        Ok((pool, MySql { galera, bells }))
+    }
+
+    fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
+        self.bells.as_ref().map(|b| b.subscribe())
+    }
+
+    fn applied(&self, name: &str, op: &Op, applied: &Applied) {
+        if let Some(bells) = &self.bells {
+            bells.applied(name, op, applied);
+        }
     }
 }

@@ -47,6 +47,29 @@ const SCHEMA: &[&str] = &[
     holder TEXT NOT NULL,
     completed_at TIMESTAMPTZ NOT NULL
 )",
+    "CREATE TABLE IF NOT EXISTS {p}consul_session (
+    id TEXT COLLATE \"C\" NOT NULL PRIMARY KEY,
+    name TEXT NOT NULL,
+    node TEXT COLLATE \"C\" NOT NULL,
+    ttl_ms BIGINT,
+    lease_ms BIGINT NOT NULL,
+    lock_delay_ms BIGINT NOT NULL,
+    behavior TEXT NOT NULL,
+    create_index BIGINT NOT NULL,
+    modify_index BIGINT NOT NULL,
+    expires_at TIMESTAMPTZ NOT NULL
+)",
+    "CREATE TABLE IF NOT EXISTS {p}consul_kv (
+    kv_key TEXT COLLATE \"C\" NOT NULL PRIMARY KEY,
+    value BYTEA NOT NULL,
+    flags BIGINT NOT NULL,
+    session TEXT COLLATE \"C\",
+    lock_index BIGINT NOT NULL,
+    create_index BIGINT NOT NULL,
+    modify_index BIGINT NOT NULL
+)",
+    "CREATE INDEX IF NOT EXISTS {p}consul_kv_session ON {p}consul_kv (session)",
+    "CREATE TABLE IF NOT EXISTS {p}consul_index (id INTEGER NOT NULL PRIMARY KEY, idx BIGINT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS {p}schema (version BIGINT NOT NULL)",
 ];
 
@@ -93,7 +116,7 @@ impl Engine for Postgres {
             for_update: "FOR UPDATE",
             share_lock: "FOR SHARE",
             update_returning: true,
-            notify_on_event: true,
+            notifies: true,
             // The row is share-locked in the sub-select; the clock in the outer query is read
             // after the lock was granted.
             fence: |table| {

@@ -11,6 +11,10 @@
 //!   acquired_at + at_least)`, the mark of an unadopted forced grant (`handover_to = holder`)
 //!   dropped, a `released` event with the release's reason as its detail.
 //!
+//! Each comes in variants that record the event or not and announce it (`pg_notify`) or not,
+//! chosen by the operation's [`Purpose`] as the model decides: a lock's cycle records nothing
+//! by default and announces only its release.
+//!
 //! Otherwise the statement writes nothing and returns the locked row as it is, with the same
 //! `now`. Where the model decides no write on it (someone else leads, a stale release, a step
 //! down) that is the answer; where it would write (a renewal, a takeover of an expired holder,
@@ -21,15 +25,20 @@ use super::PostgresBackend;
 use crate::backend::sql::{acquisition_prunes, is_retryable, lease_columns, Dialect};
 use crate::backend::Applied;
 use crate::error::Result;
-use crate::model::{decide, DbTime, Effect, Lease, Op};
+use crate::model::{decide, DbTime, Effect, Lease, Op, Purpose};
 use sqlx::Row;
 
-/// The two statements, with the table prefix filled in.
+/// The two statements, with the table prefix filled in, each in its four [`variant`]s.
 pub(super) struct CycleStatements {
     /// Parameters: name, candidate, ttl_ms, metadata, actor.
-    pub acquire: String,
+    acquire: [String; 4],
     /// Parameters: name, candidate, term, at_least_ms, actor, detail.
-    pub release: String,
+    release: [String; 4],
+}
+
+/// The index of the variant that records the event (`record`) and announces it (`wake`).
+fn variant(record: bool, wake: bool) -> usize {
+    usize::from(record) * 2 + usize::from(wake)
 }
 
 /// What a one-statement attempt found.
@@ -54,9 +63,10 @@ pub(super) async fn run(
             candidate,
             ttl_ms,
             metadata,
+            purpose,
             ..
         } => backend
-            .query(&backend.engine.cycle.acquire)
+            .query(&backend.engine.cycle.acquire[acquire_variant(*purpose)])
             .bind(name)
             .bind(candidate)
             .bind(*ttl_ms as i64)
@@ -67,8 +77,9 @@ pub(super) async fn run(
             term,
             at_least_ms,
             reason,
+            purpose,
         } => backend
-            .query(&backend.engine.cycle.release)
+            .query(&backend.engine.cycle.release[release_variant(*purpose, reason.as_deref())])
             .bind(name)
             .bind(candidate)
             .bind(*term as i64)
@@ -122,47 +133,84 @@ impl CycleStatements {
             "t AS (SELECT l.*, clock_timestamp() AS now \
              FROM (SELECT * FROM {lease} WHERE name = $1 FOR UPDATE) l)"
         );
-        // The event and its NOTIFY (sent at commit), for the row `a` wrote.
-        let event = |kind: &str, detail: &str| {
+        // The event and its NOTIFY (sent at commit), for the row `a` wrote, as the variant
+        // asks; then the answer. A data-modifying `h` always runs; a plain `SELECT` runs only
+        // where the answer reads it.
+        let event_and_answer = |kind: &str, detail: &str, record: bool, wake: bool| {
+            let insert = format!(
+                "INSERT INTO {history} (name, term, holder, event, at, actor, detail) \
+                 SELECT a.name, a.term, $2, '{kind}', a.now, $5, {detail} FROM a"
+            );
+            let (h, reads_h) = match (record, wake) {
+                (true, true) => (
+                    format!(", h AS ({insert} RETURNING pg_notify('{lease}', name))"),
+                    "",
+                ),
+                (true, false) => (format!(", h AS ({insert})"), ""),
+                (false, true) => (
+                    format!(", h AS (SELECT pg_notify('{lease}', a.name) FROM a)"),
+                    " CROSS JOIN (SELECT COUNT(*) FROM h) announced",
+                ),
+                (false, false) => (String::new(), ""),
+            };
             format!(
-                "h AS (INSERT INTO {history} (name, term, holder, event, at, actor, detail) \
-                 SELECT a.name, a.term, $2, '{kind}', a.now, $5, {detail} FROM a \
-                 RETURNING pg_notify('{lease}', name))"
+                "{h} SELECT TRUE AS wrote, {a_cols}, {} AS now_us FROM a{reads_h} \
+                 UNION ALL \
+                 SELECT FALSE AS wrote, {t_cols}, {} AS now_us FROM t \
+                 WHERE NOT EXISTS (SELECT 1 FROM a)",
+                now_of("a"),
+                now_of("t"),
             )
         };
-        let answer = format!(
-            "SELECT TRUE AS wrote, {a_cols}, {} AS now_us FROM a \
-             UNION ALL \
-             SELECT FALSE AS wrote, {t_cols}, {} AS now_us FROM t \
-             WHERE NOT EXISTS (SELECT 1 FROM a)",
-            now_of("a"),
-            now_of("t"),
-        );
-        let acquire = format!(
-            "WITH {locked}, \
+        let acquire = |record, wake| {
+            format!(
+                "WITH {locked}, \
              a AS (UPDATE {lease} l SET holder = $2, term = t.term + 1, acquired_at = t.now, \
                renewed_at = t.now, expires_at = t.now + {ttl}, ttl_ms = $3, metadata = $4, \
                handover_to = NULL \
              FROM t WHERE l.name = t.name AND t.holder IS NULL AND t.handover_to IS NULL \
                AND NOT t.paused AND t.expires_at <= t.now \
-             RETURNING l.*, t.now), \
-             {event} {answer}",
-            ttl = ms("$3"),
-            event = event("acquired", "''"),
-        );
-        let release = format!(
-            "WITH {locked}, \
+             RETURNING l.*, t.now)\
+             {rest}",
+                ttl = ms("$3"),
+                rest = event_and_answer("acquired", "''", record, wake),
+            )
+        };
+        let release = |record, wake| {
+            format!(
+                "WITH {locked}, \
              a AS (UPDATE {lease} l SET holder = NULL, \
                expires_at = GREATEST(t.now, t.acquired_at + {at_least}), \
                handover_to = CASE WHEN t.handover_to = t.holder THEN NULL ELSE t.handover_to END \
              FROM t WHERE l.name = t.name AND t.holder = $2 AND t.term = $3 \
-             RETURNING l.*, t.now), \
-             {event} {answer}",
-            at_least = ms("$4"),
-            event = event("released", "$6::TEXT"),
-        );
-        CycleStatements { acquire, release }
+             RETURNING l.*, t.now)\
+             {rest}",
+                at_least = ms("$4"),
+                rest = event_and_answer("released", "$6::TEXT", record, wake),
+            )
+        };
+        let variants = |statement: &dyn Fn(bool, bool) -> String| {
+            [(false, false), (false, true), (true, false), (true, true)]
+                .map(|(record, wake)| statement(record, wake))
+        };
+        CycleStatements {
+            acquire: variants(&acquire),
+            release: variants(&release),
+        }
     }
+}
+
+/// The acquisition this path covers is uncontested (the lease was vacant, no handover).
+fn acquire_variant(purpose: Purpose) -> usize {
+    variant(
+        purpose.records_every_cycle(),
+        purpose.wakes_on_acquisition(),
+    )
+}
+
+/// A release always wakes (a waiter may be waiting for it).
+fn release_variant(purpose: Purpose, reason: Option<&str>) -> usize {
+    variant(purpose.records_release(reason), true)
 }
 
 /// Turns the statement's answer into the operation's outcome.
@@ -191,7 +239,9 @@ fn outcome(op: &Op, wrote: bool, now: DbTime, lease: Lease, name: &str) -> Outco
     })
 }
 
-/// Whether an acquisition by this path is due to prune its name's old history.
+/// Whether an acquisition by this path is due to prune its name's old history (one that
+/// records its event).
 fn prune_due(op: &Op, wrote: bool, term: u64) -> bool {
-    wrote && matches!(op, Op::Campaign { .. }) && acquisition_prunes(term)
+    let recorded = matches!(op, Op::Campaign { purpose, .. } if purpose.records_every_cycle());
+    wrote && recorded && acquisition_prunes(term)
 }

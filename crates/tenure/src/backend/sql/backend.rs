@@ -213,4 +213,12 @@ pub trait Engine: Sized + Send + Sync + 'static {
     fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
         None
     }
+
+    /// `op` on lease `name` committed as `applied`. An engine whose database cannot push a
+    /// change tells the other processes here (SQLite's and MySQL's doorbells); the default does
+    /// nothing (PostgreSQL's NOTIFY went with the transaction).
+    fn applied(&self, _name: &str, _op: &Op, _applied: &Applied) {}
+
+    /// A Consul write committed (SQLite rings its doorbell for the blocking queries).
+    fn consul_committed(&self) {}
 }

@@ -28,9 +28,10 @@ pub struct Dialect {
     pub share_lock: &'static str,
     /// Whether `UPDATE … RETURNING` exists.
     pub update_returning: bool,
-    /// PostgreSQL: the statement that writes a history event also sends `NOTIFY
-    /// <prefix>lease, '<name>'` (one round trip, not two), which wakes followers at commit.
-    pub notify_on_event: bool,
+    /// PostgreSQL: a transition someone may wait for sends `NOTIFY <prefix>lease, '<name>'`,
+    /// which wakes followers and waiters at commit (with its history event, in the same
+    /// statement: one round trip, not two).
+    pub notifies: bool,
     /// The fence statement on the lease table `table`: parameters name, holder, term; one row
     /// when that holder still holds that term live, with the row locked against a takeover
     /// until the transaction ends; no row otherwise.

@@ -10,6 +10,8 @@
 //! - `statements.rs`: every statement, built once from the table prefix and the dialect.
 //! - `rows.rs`: a lease row as read, and its checked conversion into a [`Lease`](crate::Lease).
 //! - `retention.rs`: which writes also prune a name's old history.
+//! - `consul.rs`: the Consul layer's statements and its transaction (`crate::consul`'s rules
+//!   run over it; lock decisions are the model's, through `apply_in`).
 //! - `classify.rs`: what a database error means (try again, already there, missing table).
 //!
 //! The engines themselves live beside this folder: `postgres/`, `mysql/`, `sqlite/`, each with
@@ -18,6 +20,7 @@
 
 mod backend;
 mod classify;
+mod consul;
 mod dialect;
 mod operations;
 mod retention;

@@ -83,7 +83,7 @@ where
     /// The database's clock from a row of the `now` statement, read inside a write
     /// transaction; [`Error::ReadOnly`] if the row says the server is read-only (where the
     /// dialect must check that itself: MySQL, whose privileged users could still write).
-    fn clock(&self, row: <E::Database as Database>::Row) -> Result<DbTime> {
+    pub(in crate::backend) fn clock(&self, row: <E::Database as Database>::Row) -> Result<DbTime> {
         if self.stmts.checks_read_only && row.try_get::<i64, _>("read_only")? != 0 {
             return Err(Error::ReadOnly {
                 detail: "@@global.read_only is ON".to_string(),
@@ -109,11 +109,55 @@ where
         Ok(Snapshot { now, leases })
     }
 
+    /// [`Backend::apply`] before the engine hears of it: one statement where the engine has
+    /// one, else the model's transaction, again (up to 8 times) after a transient conflict.
+    async fn apply_retrying(&self, name: &str, op: &Op, actor: &str) -> Result<Applied> {
+        // One autocommitted statement is two round trips when unnamed: not behind a pooler.
+        if !self.pooled {
+            if let Some(applied) = E::one_statement(self, name, op, actor).await? {
+                return Ok(applied);
+            }
+        }
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.apply_once(name, op, actor).await {
+                Err(Error::Database(e)) if attempt < 8 && is_retryable(&e) => {
+                    tracing::debug!(name, error = %e, "transient conflict; retrying");
+                    self.engine.conflict(name, &e);
+                    let pause = rand::random::<u64>() % (2 * attempt as u64 + 1);
+                    tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// One attempt at `op`: lock the row, read the clock after the lock was granted, let the
     /// model decide, write the row and the event it returns, commit.
     async fn apply_once(&self, name: &str, op: &Op, actor: &str) -> Result<Applied> {
-        let s = &self.stmts;
         let mut tx = self.pool.begin_with(self.engine.begin()).await?;
+        let applied = self.apply_in(&mut tx, name, op, actor, None).await?;
+        tx.commit().await?;
+        Ok(applied)
+    }
+
+    /// `op` inside the caller's transaction `tx` (which commits): lock the row, read the
+    /// clock after the lock was granted, let the model decide, write the row and the event.
+    ///
+    /// `at`: decide at this earlier instant of the same transaction instead (the Consul layer,
+    /// whose leases must end at the same instant as their session). Deciding earlier than the
+    /// lock was granted only errs towards "still held": no acquisition of a lease that expired
+    /// in between, and a renewal that ends no later than one decided now.
+    pub(in crate::backend) async fn apply_in(
+        &self,
+        tx: &mut <E::Database as Database>::Connection,
+        name: &str,
+        op: &Op,
+        actor: &str,
+        at: Option<DbTime>,
+    ) -> Result<Applied> {
+        let s = &self.stmts;
         let row = self
             .query(&s.lock_row)
             .bind(name)
@@ -129,9 +173,10 @@ where
             }
             None => None,
         };
-        let now = match now {
-            Some(now) => now,
-            None => self.clock(self.query(&s.now).fetch_one(&mut *tx).await?)?,
+        let now = match (at, now) {
+            (Some(at), _) => at,
+            (None, Some(now)) => now,
+            (None, None) => self.clock(self.query(&s.now).fetch_one(&mut *tx).await?)?,
         };
         let decision = decide(now, name, current.as_ref(), op);
         if let (true, Some(lease)) = (decision.write, &decision.lease) {
@@ -157,6 +202,9 @@ where
             };
             query.execute(&mut *tx).await?;
         }
+        if let (None, true, Some(notify)) = (&decision.event, decision.wake, &s.notify) {
+            self.query(notify).bind(name).execute(&mut *tx).await?;
+        }
         if let Some(event) = &decision.event {
             let prune = prunes_history(event);
             if let Some(keep) = self.retention_us.filter(|_| prune) {
@@ -166,7 +214,11 @@ where
                     .execute(&mut *tx)
                     .await?;
             }
-            self.query(&s.insert_history)
+            let insert = match (&s.insert_history_and_notify, decision.wake) {
+                (Some(announced), true) => announced,
+                _ => &s.insert_history,
+            };
+            self.query(insert)
                 .bind(name)
                 .bind(event.term as i64)
                 .bind(&event.holder)
@@ -177,7 +229,6 @@ where
                 .execute(&mut *tx)
                 .await?;
         }
-        tx.commit().await?;
         Ok(Applied {
             now,
             lease: decision.lease,
@@ -200,6 +251,8 @@ where
     for<'a> Option<String>: Encode<'a, E::Database>,
     for<'a> i64: Encode<'a, E::Database> + Decode<'a, E::Database> + Type<E::Database>,
     for<'a> bool: Encode<'a, E::Database> + Decode<'a, E::Database> + Type<E::Database>,
+    for<'a> Option<i64>: Encode<'a, E::Database>,
+    for<'a> Vec<u8>: Encode<'a, E::Database> + Decode<'a, E::Database> + Type<E::Database>,
 {
     fn kind(&self) -> BackendKind {
         E::KIND
@@ -210,25 +263,10 @@ where
     }
 
     async fn apply(&self, name: &str, op: &Op, actor: &str) -> Result<Applied> {
-        // One autocommitted statement is two round trips when unnamed: not behind a pooler.
-        if !self.pooled {
-            if let Some(applied) = E::one_statement(self, name, op, actor).await? {
-                return Ok(applied);
-            }
-        }
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            match self.apply_once(name, op, actor).await {
-                Err(Error::Database(e)) if attempt < 8 && is_retryable(&e) => {
-                    tracing::debug!(name, error = %e, "transient conflict; retrying");
-                    self.engine.conflict(name, &e);
-                    let pause = rand::random::<u64>() % (2 * attempt as u64 + 1);
-                    tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
-                }
-                other => return other,
-            }
-        }
+        let applied = self.apply_retrying(name, op, actor).await?;
+        // Committed: the engine may tell other processes (SQLite's and MySQL's doorbells).
+        self.engine.applied(name, op, &applied);
+        Ok(applied)
     }
 
     async fn renew_many(&self, holder: &str, leases: &[(String, u64)]) -> Result<Renewed> {
@@ -437,5 +475,13 @@ where
 
     fn discard_connections(&self) {
         self.fresh.discard_open_connections();
+    }
+
+    async fn consul(
+        &self,
+        request: &crate::consul::Request,
+        actor: &str,
+    ) -> Result<crate::consul::Answer> {
+        self.consul_request(request, actor).await
     }
 }

@@ -22,6 +22,12 @@ pub(crate) struct Statements {
     pub insert_row: String,
     pub update_row: String,
     pub insert_history: String,
+    /// [`insert_history`](Statements::insert_history) and the event's announcement in one
+    /// statement (one round trip, not two), where the engine can push.
+    pub insert_history_and_notify: Option<String>,
+    /// The announcement of a change of the lease named by parameter 1 (sent at commit), where
+    /// the engine can push: `NOTIFY <prefix>lease, '<name>'`.
+    pub notify: Option<String>,
     pub prune_history: String,
     pub history: String,
     pub schema: Vec<String>,
@@ -37,6 +43,8 @@ pub(crate) struct Statements {
     pub update_tick: String,
     pub lease_table: String,
     pub schema_table: String,
+    /// The Consul layer's statements (`consul.rs`).
+    pub consul: super::consul::ConsulStatements,
     /// Whether `UPDATE … RETURNING` exists (PostgreSQL, SQLite); else the rows are read back.
     returning: bool,
     dialect: Dialect,
@@ -84,6 +92,18 @@ impl Statements {
             insert_row: insert_row(&t, d),
             update_row: update_row(&t, d),
             insert_history: insert_history(&t, d),
+            insert_history_and_notify: d.notifies.then(|| {
+                // The prefix is validated to identifier characters: safe inside quotes.
+                format!(
+                    "WITH h AS ({}) SELECT pg_notify('{}', {})",
+                    insert_history(&t, d),
+                    t.lease,
+                    (d.param)(1)
+                )
+            }),
+            notify: d
+                .notifies
+                .then(|| format!("SELECT pg_notify('{}', {})", t.lease, (d.param)(1))),
             prune_history: prune_history(&t, d),
             history: history(&t, d),
             schema: d.schema.iter().map(|s| s.replace("{p}", prefix)).collect(),
@@ -95,6 +115,7 @@ impl Statements {
             lock_tick: lock_tick(&t, d),
             insert_tick: insert_tick(&t, d),
             update_tick: update_tick(&t, d),
+            consul: super::consul::ConsulStatements::new(prefix, d),
             lease_table: t.lease,
             schema_table: t.schema,
             returning: d.update_returning,
@@ -254,7 +275,7 @@ fn update_row(t: &Tables, d: &Dialect) -> String {
 /// Parameters: name, term, holder, event, at (microseconds), actor, detail.
 fn insert_history(t: &Tables, d: &Dialect) -> String {
     let p = d.param;
-    let insert = format!(
+    format!(
         "INSERT INTO {} (name, term, holder, event, at, actor, detail) \
          VALUES ({}, {}, {}, {}, {}, {}, {})",
         t.history,
@@ -265,17 +286,7 @@ fn insert_history(t: &Tables, d: &Dialect) -> String {
         (d.from_us)(&p(5)),
         p(6),
         p(7)
-    );
-    if d.notify_on_event {
-        // The prefix is validated to identifier characters: safe inside quotes.
-        format!(
-            "WITH h AS ({insert}) SELECT pg_notify('{}', {})",
-            t.lease,
-            p(1)
-        )
-    } else {
-        insert
-    }
+    )
 }
 
 /// Parameters: name, the oldest instant kept (microseconds).

@@ -1,13 +1,17 @@
 //! The SQLite engine: its schema, its dialect and its single-connection pool.
 
+use super::doorbell::Doorbell;
 use crate::backend::fresh::Freshness;
 use crate::backend::sql::{Dialect, Engine};
 use crate::backend::{BackendKind, RedactedUrl, StoreOptions};
 use crate::error::{Error, Result};
+use crate::model::{Effect, Op};
+use crate::records::Applied;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::SqlitePool;
 use std::str::FromStr;
 use std::sync::Arc;
+use tokio::sync::broadcast;
 
 const SCHEMA: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS {p}lease (
@@ -40,11 +44,37 @@ const SCHEMA: &[&str] = &[
     holder TEXT NOT NULL,
     completed_at TEXT NOT NULL
 )",
+    "CREATE TABLE IF NOT EXISTS {p}consul_session (
+    id TEXT NOT NULL PRIMARY KEY,
+    name TEXT NOT NULL,
+    node TEXT NOT NULL,
+    ttl_ms INTEGER,
+    lease_ms INTEGER NOT NULL,
+    lock_delay_ms INTEGER NOT NULL,
+    behavior TEXT NOT NULL,
+    create_index INTEGER NOT NULL,
+    modify_index INTEGER NOT NULL,
+    expires_at TEXT NOT NULL
+)",
+    "CREATE TABLE IF NOT EXISTS {p}consul_kv (
+    kv_key TEXT NOT NULL PRIMARY KEY,
+    value BLOB NOT NULL,
+    flags INTEGER NOT NULL,
+    session TEXT,
+    lock_index INTEGER NOT NULL,
+    create_index INTEGER NOT NULL,
+    modify_index INTEGER NOT NULL
+)",
+    "CREATE INDEX IF NOT EXISTS {p}consul_kv_session ON {p}consul_kv (session)",
+    "CREATE TABLE IF NOT EXISTS {p}consul_index (id INTEGER NOT NULL PRIMARY KEY, idx INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS {p}schema (version BIGINT NOT NULL)",
 ];
 
-/// The SQLite engine of [`SqliteBackend`](super::SqliteBackend). It keeps no state of its own.
-pub struct Sqlite;
+/// The SQLite engine of [`SqliteBackend`](super::SqliteBackend): its state is the doorbell of
+/// its file (none for an in-memory database, or where the bell cannot be watched).
+pub struct Sqlite {
+    bell: Option<Arc<Doorbell>>,
+}
 
 impl Engine for Sqlite {
     type Database = sqlx::Sqlite;
@@ -76,7 +106,7 @@ impl Engine for Sqlite {
             for_update: "",
             share_lock: "",
             update_returning: true,
-            notify_on_event: false,
+            notifies: false,
             // A write, so it takes SQLite's write lock at once (or fails with SQLITE_BUSY if
             // another writer committed since the transaction began reading).
             fence: |table| {
@@ -105,6 +135,7 @@ impl Engine for Sqlite {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(options.timeout);
+        let file = connect.get_filename().to_path_buf();
         let pool = SqlitePoolOptions::new()
             // One connection: SQLite has one writer at a time anyway, and the pool's queue is
             // first come, first served, where writers contending through `busy_timeout` poll
@@ -131,6 +162,41 @@ impl Engine for Sqlite {
                 url: redacted.to_string(),
                 source,
             })?;
-        Ok((pool, Sqlite))
+        // Every process of an on-disk database is on this host: a doorbell beside the file.
+        let in_memory = url.contains(":memory:") || url.contains("mode=memory");
+        let bell = if in_memory { None } else { Doorbell::of(&file) };
+        Ok((pool, Sqlite { bell }))
     }
+
+    fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
+        self.bell.as_ref().map(|b| b.subscribe())
+    }
+
+    fn applied(&self, name: &str, _op: &Op, applied: &Applied) {
+        if let Some(bell) = &self.bell {
+            if wakes_someone(&applied.effect) {
+                bell.ring(name);
+            }
+        }
+    }
+
+    fn consul_committed(&self) {
+        if let Some(bell) = &self.bell {
+            bell.ring("");
+        }
+    }
+}
+
+/// Whether a committed `effect` is news someone could be waiting for: a follower for a free
+/// lease, a leader for a demote, a pause or a handover.
+fn wakes_someone(effect: &Effect) -> bool {
+    matches!(
+        effect,
+        Effect::Released
+            | Effect::Demoted
+            | Effect::HandoverRequested
+            | Effect::Forced
+            | Effect::Paused
+            | Effect::Resumed
+    )
 }

@@ -7,8 +7,10 @@
 //! stored as readable UTC text (`2026-11-22 03:04:05.678`), with SQLite's millisecond clock.
 //!
 //! SQLite is good for several processes on one host sharing one file. It is not for a
-//! network file system, where its locks cannot be trusted.
+//! network file system, where its locks cannot be trusted. Followers in other processes learn
+//! of a release at once through a doorbell next to the file (`doorbell.rs`).
 
+mod doorbell;
 mod engine;
 
 pub use engine::Sqlite;

@@ -1,0 +1,163 @@
+//! This `tenure serve` instance as a Consul node: it keeps its sessions without TTL alive (a
+//! heartbeat every quarter of the node lease), ends the sessions whose time ran out (a reap
+//! every second, on every instance: the index row's lock serializes them), and publishes the
+//! store-wide Consul index for blocking queries: read every poll interval, at once on a
+//! PostgreSQL NOTIFY, and raised by this instance's own writes as they answer. When the
+//! server stops gracefully the node leaves: its sessions without TTL end at once (their locks
+//! released with their lock-delay), as a Consul agent's sessions do when it leaves.
+
+use std::sync::Arc;
+use std::time::Duration;
+use tenure::consul::{Answer, Reply, Request};
+use tenure::Store;
+use tokio::sync::watch;
+use tokio::task::AbortHandle;
+
+/// The actor recorded in the lease history for the node's own upkeep.
+const ACTOR: &str = "consul-node";
+
+/// The node: its name, how long its sessions without TTL live past a heartbeat, and the
+/// published index. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct ConsulNode {
+    /// This instance's node name (sessions without TTL live as long as it does).
+    pub name: String,
+    /// How long a session without TTL lives past each heartbeat.
+    pub lease: Duration,
+    /// Reads (GET) also need the token, when the server has one.
+    pub reads_need_token: bool,
+    store: Store,
+    index: Arc<watch::Sender<u64>>,
+    tasks: Arc<Vec<AbortHandle>>,
+}
+
+impl ConsulNode {
+    /// Starts the upkeep on the current runtime.
+    pub fn spawn(store: Store, name: String, lease: Duration, poll: Duration) -> ConsulNode {
+        let (tx, _) = watch::channel(0u64);
+        let index = Arc::new(tx);
+        let heartbeat = tokio::spawn(upkeep(store.clone(), name.clone(), lease)).abort_handle();
+        let poller = tokio::spawn(poll_index(store.clone(), index.clone(), poll)).abort_handle();
+        ConsulNode {
+            name,
+            lease,
+            reads_need_token: false,
+            store,
+            index,
+            tasks: Arc::new(vec![heartbeat, poller]),
+        }
+    }
+
+    /// Publishes `index` if it is newer (this instance's own write, as it answers).
+    pub fn saw(&self, index: u64) {
+        self.index.send_if_modified(|current| {
+            let newer = index > *current;
+            if newer {
+                *current = index;
+            }
+            newer
+        });
+    }
+
+    /// Waits until the published index passes `index`, at most `wait`.
+    pub async fn wait_past(&self, index: u64, wait: Duration) {
+        let mut rx = self.index.subscribe();
+        let _ = tokio::time::timeout(wait, rx.wait_for(|current| *current > index)).await;
+    }
+
+    /// Stops the upkeep (the sessions without TTL then lapse after the node lease).
+    pub fn stop(&self) {
+        for task in self.tasks.iter() {
+            task.abort();
+        }
+    }
+
+    /// Stops the upkeep and leaves: this node's sessions without TTL are destroyed now (their
+    /// locks released with lock-delay) instead of lapsing a node lease later. TTL sessions do
+    /// not depend on the node and stay. A failure is logged; those sessions then lapse.
+    pub async fn leave(&self) {
+        self.stop();
+        let listed = self
+            .store
+            .consul(&Request::Sessions(Some(self.name.clone())), ACTOR)
+            .await;
+        let sessions = match listed {
+            Ok(Answer {
+                reply: Reply::Sessions(list),
+                ..
+            }) => list,
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, node = %self.name, "consul node could not list its sessions on leaving; they lapse after the node lease");
+                return;
+            }
+        };
+        let mut ended = 0;
+        for session in sessions.into_iter().filter(|s| s.ttl.is_none()) {
+            match self
+                .store
+                .consul(&Request::DestroySession(session.id.clone()), ACTOR)
+                .await
+            {
+                Ok(_) => ended += 1,
+                Err(e) => {
+                    tracing::warn!(error = %e, session = %session.id, "consul session not ended on leaving; it lapses after the node lease")
+                }
+            }
+        }
+        if ended > 0 {
+            tracing::info!(sessions = ended, node = %self.name, "consul node left: its sessions without TTL ended");
+        }
+    }
+}
+
+/// Heartbeats every quarter of the lease, and a reap every second.
+async fn upkeep(store: Store, node: String, lease: Duration) {
+    let beat = (lease / 4).max(Duration::from_millis(50));
+    let mut next_beat = tokio::time::Instant::now();
+    let mut next_reap = tokio::time::Instant::now();
+    loop {
+        let now = tokio::time::Instant::now();
+        if now >= next_beat {
+            let request = Request::Heartbeat {
+                node: node.clone(),
+                lease,
+            };
+            if let Err(e) = store.consul(&request, ACTOR).await {
+                tracing::warn!(error = %e, %node, "consul node heartbeat failed");
+            }
+            next_beat = now + beat;
+        }
+        if now >= next_reap {
+            match store.consul(&Request::Reap { limit: 100 }, ACTOR).await {
+                Ok(answer) => {
+                    if let Reply::Reaped(n @ 1..) = answer.reply {
+                        tracing::info!(sessions = n, "consul sessions expired");
+                    }
+                }
+                Err(e) => tracing::warn!(error = %e, "consul session reap failed"),
+            }
+            next_reap = now + Duration::from_secs(1);
+        }
+        tokio::time::sleep_until(next_beat.min(next_reap)).await;
+    }
+}
+
+/// Reads the index every `poll` and on every notification.
+async fn poll_index(store: Store, index: Arc<watch::Sender<u64>>, poll: Duration) {
+    let mut changes = store.changes();
+    loop {
+        changes.skip_pending();
+        if let Ok(answer) = store.consul(&Request::Index, ACTOR).await {
+            index.send_if_modified(|current| {
+                let moved = answer.index != *current;
+                *current = answer.index;
+                moved
+            });
+        }
+        tokio::select! {
+            () = tokio::time::sleep(poll) => {}
+            () = changes.changed(|_| true) => {}
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! MySQL's doorbell: how a follower learns of a release at once, with what the server offers.
+//!
+//! MySQL has no LISTEN/NOTIFY, but it has named locks (`GET_LOCK`), held by a session and freed
+//! when it lets go or ends. Each lease name has a bell, a named lock `t:<prefix>:<hash>`:
+//!
+//! - the process that leads holds its bells on one connection of its own (taken when it
+//!   acquires, taken again on a renewal if it could not be then, given back right after the
+//!   release commits) — only a store that listens for changes (an elector, a watch) does,
+//!   so that a process of locks alone pays nothing;
+//! - a follower whose campaign found the lease held waits in `GET_LOCK` on a connection of its
+//!   own (at most [`MAX_WAITERS`] names at once per store), but only while someone holds the
+//!   bell (`IS_USED_LOCK`); granted, it lets go at once and wakes its electors of that name.
+//!
+//! The bell is never the lease: it only wakes, and the lease row decides. A crashed leader's
+//! connection frees its bells, which wakes the followers once for nothing (the lease is still
+//! live); they find the bell unheld and poll until the next leader holds it. Every failure
+//! (a dropped connection, the cap, a server that refuses named locks — Galera does, and the
+//! engine starts no bells there; any other that answers "not supported" turns them off) costs
+//! a follower at most one poll interval, never safety: it still campaigns on its renew
+//! interval.
+
+use crate::model::{Effect, Op};
+use crate::records::Applied;
+use sqlx::mysql::{MySqlConnectOptions, MySqlConnection};
+use sqlx::{ConnectOptions, Connection};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc};
+
+/// How many names one store's followers wait on at once (one connection each); beyond, poll.
+pub const MAX_WAITERS: usize = 8;
+/// How long one `GET_LOCK` waits before the follower looks again.
+const WAIT_S: u64 = 30;
+/// How often the holder checks that its connection (and so its bells) is still there.
+const HOLDER_CHECK: Duration = Duration::from_secs(60);
+
+/// One store's bells: the holder task and the waiters.
+pub struct Bells {
+    connect: MySqlConnectOptions,
+    prefix: String,
+    holder: mpsc::UnboundedSender<Hold>,
+    waiting: Arc<Mutex<HashSet<String>>>,
+    wake: broadcast::Sender<String>,
+    /// Set when the server refused a named lock as not supported: no bells from then on.
+    off: Arc<AtomicBool>,
+}
+
+/// What the holder task is asked: take or give back `name`'s bell for `candidate`.
+enum Hold {
+    Take(String, String),
+    Give(String, String),
+}
+
+impl Bells {
+    /// Starts the holder task (on the current runtime); connections open when first needed.
+    pub fn start(connect: MySqlConnectOptions, prefix: &str) -> Bells {
+        let connect = connect.disable_statement_logging();
+        let (holder, asks) = mpsc::unbounded_channel();
+        let off = Arc::new(AtomicBool::new(false));
+        tokio::spawn(hold(connect.clone(), prefix.to_string(), asks, off.clone()));
+        let (wake, _) = broadcast::channel(1024);
+        Bells {
+            connect,
+            prefix: prefix.to_string(),
+            holder,
+            waiting: Arc::new(Mutex::new(HashSet::new())),
+            wake,
+            off,
+        }
+    }
+
+    /// The names whose bell rang, from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<String> {
+        self.wake.subscribe()
+    }
+
+    /// Hears of a committed operation: a leader takes or gives back its bell, a follower that
+    /// found the lease held waits on it.
+    pub fn applied(&self, name: &str, op: &Op, applied: &Applied) {
+        if self.off.load(Ordering::Relaxed) {
+            return;
+        }
+        // Only a store that listens (an elector, a watch) rings or waits: a process of locks
+        // alone pays nothing.
+        let listens = self.wake.receiver_count() > 0;
+        let ask = match (op, &applied.effect) {
+            (Op::Campaign { candidate, .. }, Effect::Acquired { .. } | Effect::Renewed)
+                if listens =>
+            {
+                Hold::Take(name.to_string(), candidate.clone())
+            }
+            (Op::Release { candidate, .. }, Effect::Released | Effect::NotHolder) => {
+                Hold::Give(name.to_string(), candidate.clone())
+            }
+            (Op::Campaign { .. }, Effect::Unavailable) => return self.wait(name),
+            _ => return,
+        };
+        // The task ends only with the runtime.
+        let _ = self.holder.send(ask);
+    }
+
+    /// Waits on `name`'s bell in a task of its own, unless nobody listens, it already waits on
+    /// that name, or it waits on [`MAX_WAITERS`] names.
+    fn wait(&self, name: &str) {
+        if self.wake.receiver_count() == 0 {
+            return;
+        }
+        {
+            let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+            if waiting.len() >= MAX_WAITERS || !waiting.insert(name.to_string()) {
+                return;
+            }
+        }
+        let (connect, bell) = (self.connect.clone(), bell_name(&self.prefix, name));
+        let (waiting, wake, name) = (self.waiting.clone(), self.wake.clone(), name.to_string());
+        tokio::spawn(async move {
+            let rang = match wait_once(&connect, &bell).await {
+                Ok(rang) => rang,
+                Err(e) => {
+                    tracing::debug!(bell, error = %e, "could not wait on the doorbell; polling");
+                    false
+                }
+            };
+            waiting
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&name);
+            if rang {
+                let _ = wake.send(name);
+            }
+        });
+    }
+}
+
+/// The named lock of `name`'s bell: at most 64 characters, as MySQL allows (the prefix is at
+/// most 41), the same in every process and version (FNV-1a of the name).
+pub fn bell_name(prefix: &str, name: &str) -> String {
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("t:{prefix}:{hash:016x}")
+}
+
+/// One wait: `true` if the bell was held and then let go (a release, or its holder's end).
+async fn wait_once(connect: &MySqlConnectOptions, bell: &str) -> sqlx::Result<bool> {
+    let mut conn = connect.connect().await?;
+    let held: Option<i64> = sqlx::query_scalar("SELECT IS_USED_LOCK(?)")
+        .bind(bell)
+        .fetch_one(&mut conn)
+        .await?;
+    if held.is_none() {
+        conn.close().await?;
+        return Ok(false);
+    }
+    let got: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, ?)")
+        .bind(bell)
+        .bind(WAIT_S as i64)
+        .fetch_one(&mut conn)
+        .await?;
+    // Let go at once (closing the connection would too): the next follower's turn.
+    if got == Some(1) {
+        sqlx::query("SELECT RELEASE_LOCK(?)")
+            .bind(bell)
+            .execute(&mut conn)
+            .await?;
+    }
+    conn.close().await?;
+    Ok(got == Some(1))
+}
+
+/// The holder task: takes and gives back this store's bells on one connection, in the order
+/// asked; checks every [`HOLDER_CHECK`] that the connection (and so the bells) is still there,
+/// and if not, takes them again on a new one.
+async fn hold(
+    connect: MySqlConnectOptions,
+    prefix: String,
+    mut asks: mpsc::UnboundedReceiver<Hold>,
+    off: Arc<AtomicBool>,
+) {
+    let mut holder = Holder {
+        connect,
+        prefix,
+        conn: None,
+        held: HashMap::new(),
+        off,
+    };
+    let mut check = tokio::time::interval(HOLDER_CHECK);
+    loop {
+        tokio::select! {
+            ask = asks.recv() => match ask {
+                Some(Hold::Take(name, who)) => holder.take(name, who).await,
+                Some(Hold::Give(name, who)) => holder.give(&name, &who).await,
+                None => return,
+            },
+            _ = check.tick() => holder.check().await,
+        }
+    }
+}
+
+/// The holder's connection and the bells it holds (name → the candidate that leads).
+struct Holder {
+    connect: MySqlConnectOptions,
+    prefix: String,
+    conn: Option<MySqlConnection>,
+    held: HashMap<String, String>,
+    off: Arc<AtomicBool>,
+}
+
+impl Holder {
+    async fn take(&mut self, name: String, who: String) {
+        if let Some(holder) = self.held.get_mut(&name) {
+            // Held already (by this connection): another candidate of this process leads now.
+            *holder = who;
+            return;
+        }
+        let bell = bell_name(&self.prefix, &name);
+        // Without waiting: a follower's waiter holds it only for an instant, and a stale
+        // holder elsewhere may keep it; the next renewal asks again.
+        match self.query("SELECT GET_LOCK(?, 0)", &bell).await {
+            Ok(Some(1)) => {
+                self.held.insert(name, who);
+            }
+            Ok(_) => tracing::debug!(bell, "doorbell held elsewhere; taken on a later renewal"),
+            Err(e) => tracing::debug!(bell, error = %e, "could not take the doorbell"),
+        }
+    }
+
+    async fn give(&mut self, name: &str, who: &str) {
+        if self.held.get(name).map(String::as_str) != Some(who) {
+            return;
+        }
+        self.held.remove(name);
+        let bell = bell_name(&self.prefix, name);
+        if let Err(e) = self.query("SELECT RELEASE_LOCK(?)", &bell).await {
+            tracing::debug!(bell, error = %e, "could not ring the doorbell");
+        }
+    }
+
+    /// Checks the connection; after a loss, takes every bell again on a new one.
+    async fn check(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        let alive = match &mut self.conn {
+            Some(conn) => conn.ping().await.is_ok(),
+            None => false,
+        };
+        if !alive {
+            self.conn = None;
+            let held = std::mem::take(&mut self.held);
+            for (name, who) in held {
+                self.take(name, who).await;
+            }
+        }
+    }
+
+    /// Runs `sql` with the bell's name on the holder connection (opened if needed). A failure
+    /// drops the connection, and with it every bell it held.
+    async fn query(&mut self, sql: &str, bell: &str) -> sqlx::Result<Option<i64>> {
+        if self.conn.is_none() {
+            self.conn = Some(self.connect.connect().await?);
+        }
+        let conn = self.conn.as_mut().expect("just opened");
+        let result = sqlx::query_scalar(sql).bind(bell).fetch_one(conn).await;
+        if let Err(e) = &result {
+            if not_supported(e) {
+                tracing::info!(error = %e, "this server refuses named locks: no doorbell, followers poll");
+                self.off.store(true, Ordering::Relaxed);
+            }
+            self.conn = None;
+            self.held.clear();
+        }
+        result
+    }
+}
+
+/// MySQL's ER_NOT_SUPPORTED_YET (1235), as a Galera node answers GET_LOCK.
+fn not_supported(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>())
+        .is_some_and(|d| d.number() == 1235)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bell_name;
+
+    #[test]
+    fn a_bell_name_fits_mysql_and_tells_names_apart() {
+        let prefix = "p".repeat(41);
+        let long = bell_name(&prefix, &"n".repeat(191));
+        assert!(long.len() <= 64, "{} characters", long.len());
+        assert_ne!(bell_name("tenure_", "a"), bell_name("tenure_", "b"));
+        assert_ne!(bell_name("tenure_", "a"), bell_name("other_", "a"));
+        assert_eq!(
+            bell_name("tenure_", "billing"),
+            bell_name("tenure_", "billing")
+        );
+    }
+}

@@ -1,0 +1,538 @@
+//! The Consul layer's rules, written once over [`ConsulTx`], the handful of row reads and
+//! writes a backend offers inside one transaction. Every lock decision is the lease model's
+//! (`ConsulTx::lease` runs [`decide`](crate::model) under the lease row's lock); these rules
+//! only say which lease operation a Consul request is, and keep the sessions and values.
+
+use super::{Answer, Behavior, Entry, PutMode, Refused, Reply, Request, Session, SessionSpec};
+use crate::error::{Error, Result};
+use crate::model::{DbTime, Effect, Op, Purpose};
+use crate::records::Applied;
+use crate::store::duration_ms;
+use async_trait::async_trait;
+use std::time::Duration;
+
+/// A session row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SessionRow {
+    pub id: String,
+    pub name: String,
+    pub node: String,
+    /// Consul's TTL; `None`: lives with its node.
+    pub ttl_ms: Option<u64>,
+    /// How long it lives past each renewal (its TTL, or its node's lease).
+    pub lease_ms: u64,
+    pub lock_delay_ms: u64,
+    pub behavior: Behavior,
+    pub create_index: u64,
+    pub modify_index: u64,
+    pub expires_at: DbTime,
+}
+
+/// A key's row, with the state of the key's lease read beside it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct EntryRow {
+    pub key: String,
+    pub value: Vec<u8>,
+    pub flags: u64,
+    /// The session that took the lock through the KV API, if it has not let go of it here.
+    pub session: Option<String>,
+    pub lock_index: u64,
+    pub create_index: u64,
+    pub modify_index: u64,
+    /// The lease of the same name: holder, term, acquired, expires (`None`: no lease row).
+    pub lease: Option<LeaseState>,
+}
+
+/// A key's lock is how Consul's leader-election guide elects a leader: its lease records and
+/// announces every acquisition and release, as an election's does.
+const KEY_LOCK: Purpose = Purpose::Election;
+
+/// The part of a lease row the Consul rules read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LeaseState {
+    pub holder: Option<String>,
+    pub term: u64,
+    pub acquired_at: DbTime,
+    pub expires_at: DbTime,
+}
+
+impl EntryRow {
+    /// The session whose lock this entry records, if the key's lease still is that lock:
+    /// held by it, with that term, not expired.
+    fn live_lock(&self, now: DbTime) -> Option<&str> {
+        let session = self.session.as_deref()?;
+        let lease = self.lease.as_ref()?;
+        (lease.holder.as_deref() == Some(session)
+            && lease.term == self.lock_index
+            && lease.expires_at > now)
+            .then_some(session)
+    }
+
+    fn shown(&self, now: DbTime) -> Entry {
+        Entry {
+            key: self.key.clone(),
+            value: self.value.clone(),
+            flags: self.flags,
+            session: self.live_lock(now).map(str::to_string),
+            lock_index: self.lock_index,
+            create_index: self.create_index,
+            modify_index: self.modify_index,
+        }
+    }
+}
+
+impl SessionRow {
+    fn shown(&self) -> Session {
+        Session {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            node: self.node.clone(),
+            ttl: self.ttl_ms.map(Duration::from_millis),
+            lock_delay: Duration::from_millis(self.lock_delay_ms),
+            behavior: self.behavior,
+            create_index: self.create_index,
+            modify_index: self.modify_index,
+            expires_at: self.expires_at,
+        }
+    }
+}
+
+/// The reads and writes of one transaction of a backend. Reads see the rows as they are in the
+/// transaction; writers are serialized by [`lock_index`](ConsulTx::lock_index), which every
+/// writing request calls first.
+#[async_trait]
+pub(crate) trait ConsulTx: Send {
+    /// The database clock, read once per transaction (after the index lock, for writers).
+    async fn now(&mut self) -> Result<DbTime>;
+    /// Locks the index row until the end of the transaction and reads it (0 if new).
+    async fn lock_index(&mut self) -> Result<u64>;
+    /// Reads the index without locking.
+    async fn read_index(&mut self) -> Result<u64>;
+    /// Writes the index.
+    async fn set_index(&mut self, index: u64) -> Result<()>;
+    /// One session row, expired or not.
+    async fn session(&mut self, id: &str) -> Result<Option<SessionRow>>;
+    /// Every session row (of one node), expired or not, oldest first.
+    async fn sessions(&mut self, node: Option<&str>) -> Result<Vec<SessionRow>>;
+    /// Up to `limit` sessions whose `expires_at` has passed `now`, earliest first.
+    async fn expired_sessions(&mut self, now: DbTime, limit: u32) -> Result<Vec<SessionRow>>;
+    async fn insert_session(&mut self, row: &SessionRow) -> Result<()>;
+    async fn update_session(&mut self, row: &SessionRow) -> Result<()>;
+    async fn delete_session(&mut self, id: &str) -> Result<()>;
+    /// One key (`prefix == false`) or every key that starts with `key`, sorted.
+    async fn entries(&mut self, key: &str, prefix: bool) -> Result<Vec<EntryRow>>;
+    /// The keys whose lock `session` took.
+    async fn entries_of(&mut self, session: &str) -> Result<Vec<EntryRow>>;
+    async fn insert_entry(&mut self, row: &EntryRow) -> Result<()>;
+    async fn update_entry(&mut self, row: &EntryRow) -> Result<()>;
+    async fn delete_entry(&mut self, key: &str) -> Result<()>;
+    /// The lease operation, decided by the model under the lease row's lock, in this
+    /// transaction (with its history event).
+    async fn lease(&mut self, name: &str, op: &Op, actor: &str) -> Result<Applied>;
+    /// Wakes the blocking queries of other instances at commit, where the engine can push.
+    async fn notify(&mut self, key: &str) -> Result<()>;
+}
+
+/// The index a writing request gives every row it changes: one more than the store's, taken
+/// the first time something changes.
+struct Writes {
+    before: u64,
+    changed: bool,
+}
+
+impl Writes {
+    fn index(&mut self) -> u64 {
+        self.changed = true;
+        self.before + 1
+    }
+}
+
+/// Runs `request` in `tx` (the caller commits). `actor` goes into the lease history.
+pub(crate) async fn run(tx: &mut dyn ConsulTx, request: &Request, actor: &str) -> Result<Answer> {
+    if !request.writes() {
+        let index = tx.read_index().await?;
+        let now = tx.now().await?;
+        let reply = read(tx, request, now).await?;
+        return Ok(Answer { index, now, reply });
+    }
+    let before = tx.lock_index().await?;
+    let now = tx.now().await?;
+    let mut w = Writes {
+        before,
+        changed: false,
+    };
+    let reply = write(tx, request, now, &mut w, actor).await?;
+    let index = if w.changed {
+        tx.set_index(before + 1).await?;
+        tx.notify("").await?;
+        before + 1
+    } else {
+        before
+    };
+    Ok(Answer { index, now, reply })
+}
+
+async fn read(tx: &mut dyn ConsulTx, request: &Request, now: DbTime) -> Result<Reply> {
+    Ok(match request {
+        Request::Session(id) => Reply::Session(
+            tx.session(id)
+                .await?
+                .filter(|s| s.expires_at > now)
+                .map(|s| s.shown()),
+        ),
+        Request::Sessions(node) => Reply::Sessions(
+            tx.sessions(node.as_deref())
+                .await?
+                .into_iter()
+                .filter(|s| s.expires_at > now)
+                .map(|s| s.shown())
+                .collect(),
+        ),
+        Request::Get { key, recurse } => Reply::Entries(
+            tx.entries(key, *recurse)
+                .await?
+                .iter()
+                .map(|e| e.shown(now))
+                .collect(),
+        ),
+        Request::Index => Reply::Index,
+        _ => unreachable!("a writing request"),
+    })
+}
+
+async fn write(
+    tx: &mut dyn ConsulTx,
+    request: &Request,
+    now: DbTime,
+    w: &mut Writes,
+    actor: &str,
+) -> Result<Reply> {
+    match request {
+        Request::CreateSession {
+            id,
+            spec,
+            node_lease,
+        } => create(tx, now, w, id, spec, *node_lease).await,
+        Request::RenewSession(id) => {
+            let Some(row) = tx.session(id).await?.filter(|s| s.expires_at > now) else {
+                return Ok(Reply::Session(None));
+            };
+            let renewed = renew(tx, now, w, row, None, actor).await?;
+            Ok(Reply::Session(Some(renewed.shown())))
+        }
+        Request::DestroySession(id) => {
+            if let Some(row) = tx.session(id).await? {
+                // A session that expired unnoticed ended then, not now.
+                let ended = row.expires_at.min(now);
+                end_session(tx, w, &row, ended, "destroyed", actor).await?;
+            }
+            Ok(Reply::Done(true))
+        }
+        Request::Heartbeat { node, lease } => {
+            for row in tx.sessions(Some(node)).await? {
+                if row.ttl_ms.is_none() && row.expires_at > now {
+                    renew(tx, now, w, row, Some(duration_ms(*lease)), actor).await?;
+                }
+            }
+            Ok(Reply::Done(true))
+        }
+        Request::Reap { limit } => {
+            let expired = tx.expired_sessions(now, *limit).await?;
+            for row in &expired {
+                end_session(tx, w, row, row.expires_at, "expired", actor).await?;
+            }
+            Ok(Reply::Reaped(expired.len()))
+        }
+        Request::Put {
+            key,
+            value,
+            flags,
+            mode,
+        } => put(tx, now, w, key, value, *flags, mode, actor).await,
+        Request::Delete { key, recurse, cas } => {
+            delete(tx, now, w, key, *recurse, *cas, actor).await
+        }
+        _ => unreachable!("a reading request"),
+    }
+}
+
+async fn create(
+    tx: &mut dyn ConsulTx,
+    now: DbTime,
+    w: &mut Writes,
+    id: &str,
+    spec: &SessionSpec,
+    node_lease: Duration,
+) -> Result<Reply> {
+    let ttl_ms = spec.ttl.map(duration_ms);
+    let lease_ms = ttl_ms.unwrap_or_else(|| duration_ms(node_lease));
+    let index = w.index();
+    let row = SessionRow {
+        id: id.to_string(),
+        name: spec.name.clone(),
+        node: spec.node.clone(),
+        ttl_ms,
+        lease_ms,
+        lock_delay_ms: duration_ms(spec.lock_delay),
+        behavior: spec.behavior,
+        create_index: index,
+        modify_index: index,
+        expires_at: now.plus_ms(lease_ms),
+    };
+    tx.insert_session(&row).await?;
+    Ok(Reply::Session(Some(row.shown())))
+}
+
+/// Renews a live session by `lease_ms` (default its own) and each lock it holds to the same
+/// instant; a lock its lease no longer is (demoted, paused, handed over, taken) is let go.
+async fn renew(
+    tx: &mut dyn ConsulTx,
+    now: DbTime,
+    w: &mut Writes,
+    mut row: SessionRow,
+    lease_ms: Option<u64>,
+    actor: &str,
+) -> Result<SessionRow> {
+    if let Some(ms) = lease_ms {
+        row.lease_ms = ms;
+    }
+    row.expires_at = now.plus_ms(row.lease_ms);
+    for mut entry in tx.entries_of(&row.id).await? {
+        let kept = if entry.live_lock(now).is_some() {
+            let op = Op::Campaign {
+                candidate: row.id.clone(),
+                term: Some(entry.lock_index),
+                ttl_ms: row.lease_ms,
+                metadata: metadata(&entry.value),
+                purpose: KEY_LOCK,
+            };
+            match tx.lease(&entry.key, &op, actor).await?.effect {
+                Effect::Renewed => true,
+                Effect::SteppedDown(reason) => {
+                    let why = format!("session {} told to step down: {reason:?}", row.id);
+                    release(tx, &entry, &row.id, now, Some(why), actor).await?;
+                    false
+                }
+                _ => false,
+            }
+        } else {
+            false
+        };
+        if !kept {
+            entry.session = None;
+            entry.modify_index = w.index();
+            tx.update_entry(&entry).await?;
+        }
+    }
+    tx.update_session(&row).await?;
+    Ok(row)
+}
+
+/// Ends a session that ended at `ended`: each lock it held is released so that nobody takes
+/// it before `ended` + its lock-delay (or its key deleted, for `Behavior::Delete`).
+async fn end_session(
+    tx: &mut dyn ConsulTx,
+    w: &mut Writes,
+    row: &SessionRow,
+    ended: DbTime,
+    how: &str,
+    actor: &str,
+) -> Result<()> {
+    let until = ended.plus_ms(row.lock_delay_ms);
+    for mut entry in tx.entries_of(&row.id).await? {
+        let why = format!(
+            "session {} {how}; lock-delay {} ms",
+            row.id, row.lock_delay_ms
+        );
+        release(tx, &entry, &row.id, until, Some(why), actor).await?;
+        match row.behavior {
+            Behavior::Delete => {
+                tx.delete_entry(&entry.key).await?;
+                w.index();
+            }
+            Behavior::Release => {
+                entry.session = None;
+                entry.modify_index = w.index();
+                tx.update_entry(&entry).await?;
+            }
+        }
+    }
+    tx.delete_session(&row.id).await?;
+    w.index();
+    Ok(())
+}
+
+/// Releases the lease of `entry`'s key if `session` holds it with the entry's lock index, so
+/// that nobody takes it before `until` (the model never touches a successor's lease).
+async fn release(
+    tx: &mut dyn ConsulTx,
+    entry: &EntryRow,
+    session: &str,
+    until: DbTime,
+    reason: Option<String>,
+    actor: &str,
+) -> Result<()> {
+    let Some(lease) = &entry.lease else {
+        return Ok(());
+    };
+    let at_least_us = until.0.saturating_sub(lease.acquired_at.0).max(0);
+    let op = Op::Release {
+        candidate: session.to_string(),
+        term: entry.lock_index,
+        at_least_ms: u64::try_from(at_least_us).unwrap_or(0).div_ceil(1000),
+        reason,
+        purpose: KEY_LOCK,
+    };
+    tx.lease(&entry.key, &op, actor).await?;
+    Ok(())
+}
+
+/// A value shown as the lease's metadata (the holder's "body") when it is short UTF-8 text.
+fn metadata(value: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(value).ok()?;
+    (!text.is_empty() && crate::validate::metadata(text).is_ok()).then(|| text.to_string())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn put(
+    tx: &mut dyn ConsulTx,
+    now: DbTime,
+    w: &mut Writes,
+    key: &str,
+    value: &[u8],
+    flags: u64,
+    mode: &PutMode,
+    actor: &str,
+) -> Result<Reply> {
+    let current = tx.entries(key, false).await?.into_iter().next();
+    let mut entry = current.clone().unwrap_or_else(|| EntryRow {
+        key: key.to_string(),
+        value: Vec::new(),
+        flags: 0,
+        session: None,
+        lock_index: 0,
+        create_index: 0,
+        modify_index: 0,
+        lease: None,
+    });
+    let done = match mode {
+        PutMode::Set { cas } => match (cas, &current) {
+            (Some(0), Some(_)) => false,
+            (Some(cas), Some(e)) if *cas != 0 && e.modify_index != *cas => false,
+            (Some(cas), None) if *cas != 0 => false,
+            _ => true,
+        },
+        PutMode::Release(session) => {
+            if entry.session.as_deref() == Some(session.as_str()) {
+                release(tx, &entry, session, now, None, actor).await?;
+                entry.session = None;
+                true
+            } else {
+                false
+            }
+        }
+        PutMode::Acquire(session) => {
+            let Some(owner) = tx.session(session).await?.filter(|s| s.expires_at > now) else {
+                return Err(Error::Consul(Refused::InvalidSession(session.clone())));
+            };
+            if entry.live_lock(now) == Some(session.as_str()) {
+                true
+            } else {
+                let cleared = forget_lost_lock(tx, now, &mut entry, actor).await?;
+                let op = Op::Campaign {
+                    candidate: session.clone(),
+                    term: None,
+                    // The lease ends with the session, at the same instant.
+                    ttl_ms: owner.expires_at.ms_since(now).max(1),
+                    metadata: metadata(value),
+                    purpose: KEY_LOCK,
+                };
+                let applied = tx.lease(key, &op, actor).await?;
+                match (&applied.effect, &applied.lease) {
+                    (Effect::Acquired { .. }, Some(lease)) => {
+                        entry.session = Some(session.clone());
+                        entry.lock_index = lease.term;
+                        true
+                    }
+                    _ => {
+                        if cleared {
+                            entry.modify_index = w.index();
+                            tx.update_entry(&entry).await?;
+                        }
+                        false
+                    }
+                }
+            }
+        }
+    };
+    if !done {
+        return Ok(Reply::Done(false));
+    }
+    let index = w.index();
+    entry.value = value.to_vec();
+    entry.flags = flags;
+    entry.modify_index = index;
+    if current.is_some() {
+        tx.update_entry(&entry).await?;
+    } else {
+        entry.create_index = index;
+        tx.insert_entry(&entry).await?;
+    }
+    Ok(Reply::Done(true))
+}
+
+/// Before a new acquisition: if the entry still names a session whose lock is gone, forget it
+/// here. If that session's lease merely expired (the session ran out and was not reaped yet),
+/// release it first with the session's lock-delay counted from its expiry. Returns whether
+/// the entry changed.
+async fn forget_lost_lock(
+    tx: &mut dyn ConsulTx,
+    now: DbTime,
+    entry: &mut EntryRow,
+    actor: &str,
+) -> Result<bool> {
+    let Some(old) = entry.session.clone() else {
+        return Ok(false);
+    };
+    if entry.live_lock(now).is_some() {
+        return Ok(false);
+    }
+    if let Some(lease) = &entry.lease {
+        if lease.holder.as_deref() == Some(old.as_str()) && lease.term == entry.lock_index {
+            let delay = tx.session(&old).await?.map_or(0, |s| s.lock_delay_ms);
+            let until = lease.expires_at.plus_ms(delay);
+            let why = format!("session {old} expired; lock-delay {delay} ms");
+            release(tx, entry, &old, until, Some(why), actor).await?;
+        }
+    }
+    entry.session = None;
+    Ok(true)
+}
+
+async fn delete(
+    tx: &mut dyn ConsulTx,
+    now: DbTime,
+    w: &mut Writes,
+    key: &str,
+    recurse: bool,
+    cas: Option<u64>,
+    actor: &str,
+) -> Result<Reply> {
+    let entries = tx.entries(key, recurse).await?;
+    if let (false, Some(cas)) = (recurse, cas) {
+        match entries.first() {
+            Some(e) if cas != 0 && e.modify_index == cas => {}
+            _ => return Ok(Reply::Done(false)),
+        }
+    }
+    for entry in &entries {
+        if let Some(session) = entry.live_lock(now) {
+            let session = session.to_string();
+            let why = Some(format!("key deleted while session {session} held it"));
+            release(tx, entry, &session, now, why, actor).await?;
+        }
+        tx.delete_entry(&entry.key).await?;
+        w.index();
+    }
+    Ok(Reply::Done(true))
+}
