@@ -1,8 +1,9 @@
 //! The SQLite engine: its schema, its dialect and its single-connection pool.
 
 use super::doorbell::Doorbell;
+use super::one_statement::{self, CycleStatements};
 use crate::backend::fresh::Freshness;
-use crate::backend::sql::{Dialect, Engine};
+use crate::backend::sql::{Dialect, Engine, SqlBackend};
 use crate::backend::{BackendKind, RedactedUrl, StoreOptions};
 use crate::error::{Error, Result};
 use crate::model::{Effect, Op};
@@ -74,6 +75,8 @@ const SCHEMA: &[&str] = &[
 /// its file (none for an in-memory database, or where the bell cannot be watched).
 pub struct Sqlite {
     bell: Option<Arc<Doorbell>>,
+    /// The lock cycle's two one-statement operations.
+    pub(super) cycle: CycleStatements,
 }
 
 impl Engine for Sqlite {
@@ -165,11 +168,23 @@ impl Engine for Sqlite {
         // Every process of an on-disk database is on this host: a doorbell beside the file.
         let in_memory = url.contains(":memory:") || url.contains("mode=memory");
         let bell = if in_memory { None } else { Doorbell::of(&file) };
-        Ok((pool, Sqlite { bell }))
+        let cycle = CycleStatements::new(&options.table_prefix);
+        Ok((pool, Sqlite { bell, cycle }))
     }
 
     fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
         self.bell.as_ref().map(|b| b.subscribe())
+    }
+
+    /// A lock's uncontested acquisition and its release in one statement each (see
+    /// `one_statement.rs`); `None` where the model's transaction must decide.
+    async fn one_statement(
+        backend: &SqlBackend<Self>,
+        name: &str,
+        op: &Op,
+        _actor: &str,
+    ) -> Result<Option<Applied>> {
+        one_statement::run(backend, name, op).await
     }
 
     fn applied(&self, name: &str, _op: &Op, applied: &Applied) {
