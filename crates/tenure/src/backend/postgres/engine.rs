@@ -1,6 +1,7 @@
 //! The PostgreSQL engine: its schema, its dialect, its pool, and the LISTEN task that turns
 //! `pg_notify` into [`Backend::subscribe`](crate::Backend::subscribe).
 
+use super::marks::Marks;
 use super::one_statement::{self, CycleStatements};
 use crate::backend::fresh::Freshness;
 use crate::backend::sql::{Dialect, Engine, SqlBackend};
@@ -83,6 +84,9 @@ pub struct Postgres {
     notifications: Option<broadcast::Sender<String>>,
     /// Forwards `pg_notify` to `notifications`; aborted when the backend is dropped.
     listener: Option<JoinHandle<()>>,
+    /// Holds this process's waiting mark while it has subscribers (`marks.rs`); `None` behind
+    /// a transaction pooler, where every release runs the transaction and always notifies.
+    marks: Option<Marks>,
 }
 
 impl Drop for Postgres {
@@ -179,16 +183,17 @@ impl Engine for Postgres {
             // One more than asked for where the listener keeps one for itself.
             .max_connections(options.max_connections + u32::from(listen_here))
             .acquire_timeout(options.timeout)
-            .connect_with(connect)
+            .connect_with(connect.clone())
             .await
             .map_err(connect_error)?;
+        let mark_connect = connect;
         let channel = format!("{}lease", options.table_prefix);
         let listening = match &options.notify_url {
             Some(notify) => {
                 let (notify_pool, shown) = notify_pool(notify, options).await?;
-                Some(listen(&notify_pool, channel, &shown).await?)
+                Some(listen(&notify_pool, channel.clone(), &shown).await?)
             }
-            None if listen_here => Some(listen(&pool, channel, redacted.as_str()).await?),
+            None if listen_here => Some(listen(&pool, channel.clone(), redacted.as_str()).await?),
             None => {
                 tracing::info!(
                     url = %redacted,
@@ -204,6 +209,10 @@ impl Engine for Postgres {
             Some((notifications, task)) => (Some(notifications), Some(task)),
             None => (None, None),
         };
+        let marks = notifications
+            .as_ref()
+            .filter(|_| !pooled)
+            .map(|out| Marks::start(mark_connect, &channel, out.clone()));
         // `UNLISTEN *`: a client that LISTENed through the pooler (tenure itself without
         // `?pooler=transaction`, say) leaves that on the server, which would then deliver
         // notifications to us at our commit; UNLISTEN takes effect at the commit, before that.
@@ -219,6 +228,7 @@ impl Engine for Postgres {
                 begin,
                 notifications,
                 listener,
+                marks,
             },
         ))
     }
@@ -235,9 +245,14 @@ impl Engine for Postgres {
     }
 
     fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
-        self.notifications
+        let receiver = self
+            .notifications
             .as_ref()
-            .map(broadcast::Sender::subscribe)
+            .map(broadcast::Sender::subscribe);
+        if let Some(marks) = &self.marks {
+            marks.want();
+        }
+        receiver
     }
 }
 

@@ -13,7 +13,8 @@
 //!
 //! Each comes in variants that record the event or not and announce it (`pg_notify`) or not,
 //! chosen by the operation's [`Purpose`] as the model decides: a lock's cycle records nothing
-//! by default and announces only its release.
+//! by default and announces only its release — and that only where a process listens for it
+//! (a waiting mark is held, `marks.rs`): PostgreSQL serializes the commits that notify.
 //!
 //! Otherwise the statement writes nothing and returns the locked row as it is, with the same
 //! `now`. Where the model decides no write on it (someone else leads, a stale release, a step
@@ -21,6 +22,7 @@
 //! a handover, a new name) the full transaction decides instead. The model-based test runs
 //! every operation through this path.
 
+use super::marks;
 use super::PostgresBackend;
 use crate::backend::sql::{acquisition_prunes, is_retryable, lease_columns, Dialect};
 use crate::backend::Applied;
@@ -136,6 +138,7 @@ impl CycleStatements {
         // The event and its NOTIFY (sent at commit), for the row `a` wrote, as the variant
         // asks; then the answer. A data-modifying `h` always runs; a plain `SELECT` runs only
         // where the answer reads it.
+        let marked = marks::marked_sql(&lease);
         let event_and_answer = |kind: &str, detail: &str, record: bool, wake: bool| {
             let insert = format!(
                 "INSERT INTO {history} (name, term, holder, event, at, actor, detail) \
@@ -147,8 +150,10 @@ impl CycleStatements {
                     "",
                 ),
                 (true, false) => (format!(", h AS ({insert})"), ""),
+                // Only a lock's release, as the model has it (an election records every
+                // event): announced where someone could be waiting (`marks.rs`).
                 (false, true) => (
-                    format!(", h AS (SELECT pg_notify('{lease}', a.name) FROM a)"),
+                    format!(", h AS (SELECT pg_notify('{lease}', a.name) FROM a WHERE {marked})"),
                     " CROSS JOIN (SELECT COUNT(*) FROM h) announced",
                 ),
                 (false, false) => (String::new(), ""),
