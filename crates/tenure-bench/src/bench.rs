@@ -2,6 +2,7 @@
 //! print one table per backend. Everything started is killed, and every table of the run dropped, also
 //! on error and on Ctrl-C.
 
+use crate::curve::{self, Curve, LeasePoint};
 use crate::db::{self, Engine, Target};
 use crate::etcd::{Etcd, Http};
 use crate::failover::{Contender, Scenario, Setup};
@@ -32,6 +33,8 @@ struct Plan {
     candidates: usize,
     crowd_window: Duration,
     footprint_trials: usize,
+    curve_run: Duration,
+    curve_leases: Vec<usize>,
     dir: PathBuf,
     tenure: PathBuf,
     bench: PathBuf,
@@ -81,9 +84,18 @@ pub async fn main(opts: Options) -> Result<(), String> {
             .ok_or_else(|| format!("unknown backend {b:?} (postgres, mysql, sqlite)"))?;
     }
     for o in &opts.only {
-        if !["failover", "handover", "locks", "scale", "footprint"].contains(&o.as_str()) {
+        if ![
+            "failover",
+            "handover",
+            "locks",
+            "scale",
+            "footprint",
+            "curve",
+        ]
+        .contains(&o.as_str())
+        {
             return Err(format!(
-                "unknown benchmark {o:?} (failover, handover, locks, scale, footprint)"
+                "unknown benchmark {o:?} (failover, handover, locks, scale, footprint, curve)"
             ));
         }
     }
@@ -142,6 +154,12 @@ pub async fn main(opts: Options) -> Result<(), String> {
         },
         crowd_window: Duration::from_secs(if quick { 2 } else { 5 }),
         footprint_trials: if quick { 2 } else { 5 },
+        curve_run: Duration::from_secs_f64(if quick { 1.0 } else { opts.curve_seconds }),
+        curve_leases: curve::LEASES
+            .iter()
+            .copied()
+            .filter(|&n| !quick || n <= 10_000)
+            .collect(),
         dir: tmp.path().to_path_buf(),
         tenure,
         bench,
@@ -163,7 +181,7 @@ pub async fn main(opts: Options) -> Result<(), String> {
     };
     // The run's future is dropped by now: its processes are killed. Drop its tables.
     for t in &targets {
-        for p in ["", "s_", "c_"] {
+        for p in ["", "s_", "c_"].iter().chain(curve::PREFIXES.iter()) {
             db::drop_tables(&Target {
                 prefix: format!("{}{p}", t.prefix),
                 ..t.clone()
@@ -199,15 +217,25 @@ async fn run(plan: &Plan, targets: &[Target]) -> Result<(), String> {
         ));
     }
     let mut tables = Vec::new();
+    let mut curves = Vec::new();
     for target in targets {
         eprintln!("== {}", target.engine.title());
-        let mut table = backend(plan, target, &peers).await;
+        let (mut table, curve) = backend(plan, target, &peers).await;
         table.notes.extend(notes.iter().cloned());
         println!("{}", table.render());
         tables.push(table);
+        curves.extend(curve);
+    }
+    if !curves.is_empty() && !plan.opts.no_plot {
+        let path = &plan.opts.plot;
+        match crate::plot::draw(&curves, path, &plan.opts.plot_font) {
+            Ok(()) => eprintln!("tenure-bench: cost curve drawn to {}", path.display()),
+            Err(e) => eprintln!("tenure-bench: no plot ({e}); the tables above have its figures"),
+        }
     }
     if let Some(path) = &plan.opts.json {
-        let json = serde_json::to_string_pretty(&tables).map_err(|e| e.to_string())?;
+        let all = serde_json::json!({ "tables": tables, "curves": curves });
+        let json = serde_json::to_string_pretty(&all).map_err(|e| e.to_string())?;
         std::fs::write(path, json).map_err(|e| format!("{}: {e}", path.display()))?;
     }
     Ok(())
@@ -363,8 +391,9 @@ async fn measure_zookeeper(plan: &Plan) -> Result<Peer, String> {
     Ok(f)
 }
 
-/// Every benchmark on one backend; a benchmark that fails is a row saying so.
-async fn backend(plan: &Plan, target: &Target, peers: &[Peer]) -> Table {
+/// Every benchmark on one backend; a benchmark that fails is a row saying so. The cost curve
+/// also comes back as such, for the plot.
+async fn backend(plan: &Plan, target: &Target, peers: &[Peer]) -> (Table, Option<Curve>) {
     let mut t = Table::new(format!(
         "{} (ttl {:?})",
         target.engine.title(),
@@ -414,7 +443,72 @@ async fn backend(plan: &Plan, target: &Target, peers: &[Peer]) -> Table {
                 .push(Row::new("footprint", format!("error: {e}")).goal("", Verdict::Miss)),
         }
     }
-    t
+    let mut measured = None;
+    if plan.wants("curve") {
+        match cost_curve(plan, target).await {
+            Ok(c) => {
+                t.rows.extend(curve::rows(&c));
+                t.notes.push(format!(
+                    "Cost curve ({}): lock cycles through one store with a pool of {} \
+                     connection(s), {:.0} s per point, beside raw SQL through a pool of the \
+                     same size; leases held by one process with at_most 20 s (renewed every 5 s), \
+                     watched for 2 renew intervals, each size on its own tables.",
+                    target.engine.title(),
+                    c.pool,
+                    plan.curve_run.as_secs_f64()
+                ));
+                measured = Some(c);
+            }
+            Err(e) => t.rows.push(Row::new("cost curve", format!("error: {e}"))),
+        }
+    }
+    (t, measured)
+}
+
+/// The cost curve of one backend: lock cycles at [`curve::TASKS`], then each size of leases.
+async fn cost_curve(plan: &Plan, target: &Target) -> Result<Curve, String> {
+    let key = target.engine.key();
+    let pool = curve::pool_size(target.engine, plan.opts.curve_pool);
+    let cycles = curve::cycles(target, pool, plan.curve_run).await?;
+    let mut leases = Vec::new();
+    for (i, &n) in plan.curve_leases.iter().enumerate() {
+        let prefix = format!("{}{}", target.prefix, curve::PREFIXES[1 + i]);
+        let within = plan.opts.curve_acquire_within;
+        let point =
+            match hold_leases(plan, target, &prefix, n, Duration::from_secs(20), 2, within).await {
+                Ok(held) => {
+                    eprintln!(
+                    "  {key} curve, {n} leases: taken in {:.1} s, {:.1} statements per interval, \
+                     CPU {:.2} s, RSS {} kB, {} still held",
+                    held.acquire_s,
+                    held.statements_per_interval(),
+                    held.cpu_s,
+                    held.rss_kb,
+                    held.still_held
+                );
+                    LeasePoint {
+                        leases: n,
+                        held: Some(held),
+                        error: None,
+                    }
+                }
+                Err(e) => {
+                    eprintln!("  {key} curve, {n} leases: {e}");
+                    LeasePoint {
+                        leases: n,
+                        held: None,
+                        error: Some(e),
+                    }
+                }
+            };
+        leases.push(point);
+    }
+    Ok(Curve {
+        backend: target.engine.title().to_string(),
+        pool,
+        cycles,
+        leases,
+    })
 }
 
 fn tenure_setup(plan: &Plan, target: &Target, name: &str) -> Setup {
@@ -638,27 +732,49 @@ async fn lock_rows(plan: &Plan, target: &Target, peers: &[Peer]) -> Result<Vec<R
     Ok(rows)
 }
 
-/// Runs `tenure-bench hold-leases` and reads its answer.
-async fn hold_leases(plan: &Plan, target: &Target, at_most: Duration) -> Result<Held, String> {
-    let out = plan.dir.join(format!("hold-{}.json", target.engine.key()));
+/// Runs `tenure-bench hold-leases` (`leases` locks with ttl `at_most` on tables `prefix`,
+/// watched for `intervals` renew intervals) and reads its answer; gives up on it once it has
+/// taken longer than `acquire_within` plus its window.
+#[allow(clippy::too_many_arguments)]
+async fn hold_leases(
+    plan: &Plan,
+    target: &Target,
+    prefix: &str,
+    leases: usize,
+    at_most: Duration,
+    intervals: u32,
+    acquire_within: Duration,
+) -> Result<Held, String> {
+    let out = plan
+        .dir
+        .join(format!("hold-{}-{leases}.json", target.engine.key()));
     let mut c = Command::new(&plan.bench);
     c.arg("hold-leases")
         .arg("--url")
         .arg(&target.url)
         .arg("--prefix")
-        .arg(format!("{}s_", target.prefix))
+        .arg(prefix)
         .arg("--leases")
-        .arg(plan.leases.to_string())
+        .arg(leases.to_string())
         .arg("--at-most")
         .arg(format!("{}ms", at_most.as_millis()))
         .arg("--intervals")
-        .arg(plan.scale_intervals.to_string())
+        .arg(intervals.to_string())
         .arg("--out")
         .arg(&out);
     let mut proc = Proc::spawn(c, &plan.dir.join("hold-leases.log")).map_err(|e| e.to_string())?;
-    let status = tokio::time::timeout(Duration::from_secs(300), proc.child.wait())
+    // Its window, and the settling of the servers' counters before it (11 s at most).
+    let window = at_most / 4 * intervals + Duration::from_secs(30);
+    let bound = acquire_within + window;
+    let status = tokio::time::timeout(bound, proc.child.wait())
         .await
-        .map_err(|_| "hold-leases did not finish within 300 s".to_string())?
+        .map_err(|_| {
+            format!(
+                "{leases} leases not taken and watched within {:.0} s (--curve-acquire-within {:.0} s)",
+                bound.as_secs_f64(),
+                acquire_within.as_secs_f64()
+            )
+        })?
         .map_err(|e| e.to_string())?;
     if !status.success() {
         let log = std::fs::read_to_string(plan.dir.join("hold-leases.log")).unwrap_or_default();
@@ -675,7 +791,17 @@ async fn hold_leases(plan: &Plan, target: &Target, at_most: Duration) -> Result<
 async fn scale_rows(plan: &Plan, target: &Target) -> Result<(Vec<Row>, Vec<String>), String> {
     let key = target.engine.key();
     let at_most = Duration::from_secs(10);
-    let held = hold_leases(plan, target, at_most).await?;
+    let prefix = format!("{}s_", target.prefix);
+    let held = hold_leases(
+        plan,
+        target,
+        &prefix,
+        plan.leases,
+        at_most,
+        plan.scale_intervals,
+        Duration::from_secs(270),
+    )
+    .await?;
     eprintln!(
         "  {key} {} leases: acquired in {:.1} s; {} batches, {} applies in {:.1} intervals; server {:?}; CPU {:.2} s; RSS {} kB",
         held.leases, held.acquire_s, held.batches, held.applies, held.intervals, held.server, held.cpu_s, held.rss_kb

@@ -217,6 +217,9 @@ pub async fn drop_tables(target: &Target) {
     };
     let p = &target.prefix;
     for table in [
+        "consul_kv",
+        "consul_session",
+        "consul_index",
         "history",
         "tick",
         "schema",

@@ -8,11 +8,13 @@
 
 mod bench;
 mod child;
+mod curve;
 mod db;
 mod etcd;
 mod failover;
 mod footprint;
 mod locks;
+mod plot;
 mod procs;
 mod raw;
 mod report;
@@ -44,10 +46,10 @@ pub struct Options {
     /// Backends, comma-separated: postgres, mysql, sqlite.
     #[arg(long, default_value = "postgres,mysql,sqlite", value_delimiter = ',')]
     pub backends: Vec<String>,
-    /// Benchmarks, comma-separated: failover, handover, locks, scale, footprint.
+    /// Benchmarks, comma-separated: failover, handover, locks, scale, footprint, curve.
     #[arg(
         long,
-        default_value = "failover,handover,locks,scale,footprint",
+        default_value = "failover,handover,locks,scale,footprint,curve",
         value_delimiter = ','
     )]
     pub only: Vec<String>,
@@ -69,6 +71,29 @@ pub struct Options {
     /// Candidates on one name in one process in the scale benchmark.
     #[arg(long, default_value_t = 200)]
     pub candidates: usize,
+    /// Connections of the store's (and the raw SQL's) pool in the cost curve's lock cycles
+    /// (SQLite: 1, its one writer).
+    #[arg(long, default_value_t = 32)]
+    pub curve_pool: u32,
+    /// Seconds of each point of the cost curve's lock cycles (after a 0.5 s warm-up).
+    #[arg(long, default_value_t = 2.0)]
+    pub curve_seconds: f64,
+    /// How long one process may take to acquire each size of the cost curve's leases before
+    /// that size is reported as not reached.
+    #[arg(long, default_value = "300s", value_parser = humantime::parse_duration)]
+    pub curve_acquire_within: Duration,
+    /// Where the cost curve's plot (PNG) goes.
+    #[arg(long, default_value = "docs/cost-curve.png")]
+    pub plot: PathBuf,
+    /// Draw no plot.
+    #[arg(long)]
+    pub no_plot: bool,
+    /// The TrueType font of the plot's text (Debian's `fonts-dejavu-core`).
+    #[arg(
+        long,
+        default_value = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
+    )]
+    pub plot_font: PathBuf,
     /// Keep the temporary directory (stamps and the logs of every process) for inspection.
     #[arg(long)]
     pub keep_files: bool,
