@@ -17,10 +17,22 @@ async fn call(store: &Store, request: Request) -> Answer {
 /// A session of `node` that lives `lease` past each heartbeat (no TTL), so tests need not
 /// wait Consul's 10 s minimum TTL.
 async fn session(store: &Store, lock_delay_ms: u64, lease: Duration, behavior: Behavior) -> String {
+    session_on(store, &unique("node"), lock_delay_ms, lease, behavior).await
+}
+
+/// A session of `node`, which lives `lease` past each heartbeat of its node: each test has
+/// nodes of its own, or one test's heartbeats would keep another's sessions alive.
+async fn session_on(
+    store: &Store,
+    node: &str,
+    lock_delay_ms: u64,
+    lease: Duration,
+    behavior: Behavior,
+) -> String {
     let id = new_session_id();
     let spec = SessionSpec {
         name: "test".into(),
-        node: "node-a".into(),
+        node: node.into(),
         ttl: None,
         lock_delay: Duration::from_millis(lock_delay_ms),
         behavior,
@@ -162,7 +174,13 @@ pub async fn consul_expired_session_loses_its_lock(store: Store) {
     );
     sleep(Duration::from_millis(1_300)).await;
     // Expired: shown without a session, and not yet acquirable (lock-delay from the expiry).
-    assert_eq!(get(&store, &key).await.unwrap().session, None);
+    let shown = get(&store, &key).await.unwrap();
+    assert_eq!(
+        shown.session,
+        None,
+        "session expiry {session_expiry:?}, lease then {lease:?}, lease now {:?}, {shown:?}",
+        store.get(&key).await.unwrap()
+    );
     assert_eq!(
         call(&store, Request::Session(a.clone())).await.reply,
         Reply::Session(None)
@@ -189,8 +207,15 @@ pub async fn consul_expired_session_loses_its_lock(store: Store) {
 /// tenure is no longer the session's.
 pub async fn consul_heartbeat_and_demote(store: Store) {
     let key = unique("heartbeat");
-    let node = "node-a".to_string();
-    let a = session(&store, 0, Duration::from_millis(800), Behavior::Release).await;
+    let node = unique("node");
+    let a = session_on(
+        &store,
+        &node,
+        0,
+        Duration::from_millis(800),
+        Behavior::Release,
+    )
+    .await;
     assert!(put(&store, &key, "a", PutMode::Acquire(a.clone())).await);
     for _ in 0..4 {
         sleep(Duration::from_millis(400)).await;
