@@ -231,6 +231,13 @@ pub async fn drop_tables(target: &Target) {
             .execute(&format!("DROP TABLE IF EXISTS {p}{table}"))
             .await;
     }
+    if target.engine == Engine::MySql {
+        for routine in ["lock_acquire_v1", "lock_release_v1"] {
+            let _ = pool
+                .execute(&format!("DROP PROCEDURE IF EXISTS {p}{routine}"))
+                .await;
+        }
+    }
     pool.close().await;
 }
 

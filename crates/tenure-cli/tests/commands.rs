@@ -820,7 +820,14 @@ fn migrate_print_needs_no_connection() {
         ),
         (
             "mysql://tenure:s3cretpw@192.0.2.1:3306/x",
-            &["DATETIME(6)", "ENGINE=InnoDB", "utf8mb4_bin"][..],
+            &[
+                "DATETIME(6)",
+                "ENGINE=InnoDB",
+                "utf8mb4_bin",
+                "DELIMITER //\nCREATE PROCEDURE IF NOT EXISTS ",
+                "lock_acquire_v1(IN p_name",
+                "lock_release_v1(IN p_name",
+            ][..],
         ),
         (
             "mariadb://tenure:s3cretpw@192.0.2.1/x",

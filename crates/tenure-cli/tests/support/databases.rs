@@ -139,8 +139,10 @@ pub async fn drop_tables(kind: BackendKind, url: &str, prefix: &str) {
         }
         BackendKind::MySql => {
             let mut c = sqlx::MySqlConnection::connect(url).await.expect("connect");
-            for sql in drops {
-                sqlx::query(&sql).execute(&mut c).await.expect("drop");
+            let routines = ["lock_acquire_v1", "lock_release_v1"]
+                .map(|r| format!("DROP PROCEDURE IF EXISTS {prefix}{r}"));
+            for sql in drops.iter().chain(routines.iter()) {
+                sqlx::raw_sql(sql).execute(&mut c).await.expect("drop");
             }
         }
         _ => {}

@@ -469,10 +469,13 @@ impl TestDb {
                     .expect("script");
             }
             Raw::MySql(b) => {
-                sqlx::raw_sql(script)
-                    .execute(b.pool())
-                    .await
-                    .expect("script");
+                // As the mysql client reads it: `DELIMITER //` lines end a routine's body.
+                for statement in mysql_client_statements(script) {
+                    sqlx::raw_sql(&statement)
+                        .execute(b.pool())
+                        .await
+                        .unwrap_or_else(|e| panic!("{e}: {statement}"));
+                }
             }
             Raw::Sqlite(path) => {
                 use sqlx::Connection;
@@ -495,6 +498,33 @@ impl TestDb {
     pub async fn drop_tables(&self) {
         drop_tables(self.kind, &self.url, &self.prefix).await;
     }
+}
+
+/// A script's statements as the mysql client splits them: at `;`, or at the delimiter a
+/// `DELIMITER` line sets (the client's command, which the server never sees).
+pub fn mysql_client_statements(script: &str) -> Vec<String> {
+    let mut statements = Vec::new();
+    let (mut delimiter, mut current) = (";".to_string(), String::new());
+    for line in script.lines() {
+        if let Some(d) = line.trim().strip_prefix("DELIMITER ") {
+            delimiter = d.trim().to_string();
+            continue;
+        }
+        current.push_str(line);
+        current.push('\n');
+        while let Some(end) = current.find(delimiter.as_str()) {
+            let statement = current[..end].trim().to_string();
+            current = current[end + delimiter.len()..].to_string();
+            if !statement.is_empty() {
+                statements.push(statement);
+            }
+        }
+    }
+    assert!(
+        current.trim().is_empty(),
+        "unterminated statement: {current}"
+    );
+    statements
 }
 
 /// The set of keys of a JSON object.

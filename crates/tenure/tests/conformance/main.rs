@@ -50,6 +50,7 @@ for_every_backend!([
     ops::graceful_handover,
     ops::handover_reservation_lapses,
     ops::immediate_handover,
+    ops::unadopted_forced_grant_released,
     ops::pause_and_resume,
     ops::list_history_and_errors,
     ops::terms_strictly_increase,

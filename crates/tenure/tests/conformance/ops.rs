@@ -307,6 +307,41 @@ pub async fn immediate_handover(store: Store) {
     assert_eq!(store.history(&name, 1).await.unwrap()[0].event, "forced");
 }
 
+/// A forced grant released by its target before adopting it (a lock's release, which takes
+/// the one-statement path where the engine has one) leaves no reservation behind: the mark
+/// (`handover_to` = the holder) goes with the holder, and anyone may take the lease at once.
+pub async fn unadopted_forced_grant_released(store: Store) {
+    let name = unique("forcedrel");
+    campaign(&store, &name, "a", LONG).await;
+    let forced = store.handover(&name, "c", true, "op").await.unwrap();
+    assert_eq!(forced.effect, Effect::Forced);
+    let release = tenure::Op::Release {
+        candidate: "c".to_string(),
+        term: 2,
+        at_least_ms: 0,
+        reason: None,
+        purpose: tenure::Purpose::Lock {
+            record_every_cycle: false,
+        },
+    };
+    let released = store.apply(&name, &release, "c").await.unwrap();
+    assert_eq!(released.effect, Effect::Released);
+    let row = released.lease.unwrap();
+    assert_eq!(
+        (row.holder.as_deref(), row.handover_to.as_deref()),
+        (None, None)
+    );
+    let b = campaign(&store, &name, "b", LONG).await;
+    assert_eq!(
+        b.effect,
+        Effect::Acquired {
+            took_over_from: None
+        },
+        "no reservation for c is left"
+    );
+    assert_eq!(term(&b), 3);
+}
+
 pub async fn pause_and_resume(store: Store) {
     let name = unique("pause");
     campaign(&store, &name, "a", LONG).await;

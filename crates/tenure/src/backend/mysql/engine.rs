@@ -2,8 +2,9 @@
 
 use super::bell::Bells;
 use super::galera::Galera;
+use super::one_statement::{self, CycleCalls};
 use crate::backend::fresh::Freshness;
-use crate::backend::sql::{Dialect, Engine};
+use crate::backend::sql::{Dialect, Engine, SqlBackend};
 use crate::backend::{BackendKind, RedactedUrl, StoreOptions};
 use crate::error::{Error, Result};
 use crate::model::Op;
@@ -11,6 +12,7 @@ use crate::records::Applied;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::MySqlPool;
 use std::str::FromStr;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use tokio::sync::broadcast;
 
@@ -77,6 +79,10 @@ pub struct MySql {
     galera: Option<Galera>,
     /// None on a Galera node, which refuses named locks (followers poll there).
     bells: Option<Box<Bells>>,
+    /// A lock cycle's two procedures (`one_statement.rs`).
+    pub(super) calls: CycleCalls,
+    /// Set once a `CALL` found no procedure: every operation runs the transaction.
+    pub(super) without_routines: AtomicBool,
 }
 
 impl Engine for MySql {
@@ -113,6 +119,7 @@ impl Engine for MySql {
                 )
             },
             schema: SCHEMA,
+            routines: one_statement::routines,
         }
     }
 
@@ -186,7 +193,26 @@ impl Engine for MySql {
         let bells = galera
             .is_none()
             .then(|| Box::new(Bells::start(connect_for_bells, &options.table_prefix)));
-        Ok((pool, MySql { galera, bells }))
+        Ok((
+            pool,
+            MySql {
+                galera,
+                bells,
+                calls: CycleCalls::new(&options.table_prefix),
+                without_routines: AtomicBool::new(false),
+            },
+        ))
+    }
+
+    /// A lock's uncontested acquisition and its release in one `CALL` of a procedure each (see
+    /// `one_statement.rs`); `None` where the model's transaction must decide.
+    async fn one_statement(
+        backend: &SqlBackend<Self>,
+        name: &str,
+        op: &Op,
+        _actor: &str,
+    ) -> Result<Option<Applied>> {
+        one_statement::run(backend, name, op).await
     }
 
     fn subscribe(&self) -> Option<broadcast::Receiver<String>> {

@@ -131,6 +131,7 @@ impl Engine for Postgres {
                 )
             },
             schema: SCHEMA,
+            routines: |_| Vec::new(),
         }
     }
 

@@ -38,4 +38,7 @@ pub struct Dialect {
     pub fence: fn(table: &str) -> String,
     /// The DDL, with `{p}` standing for the table prefix.
     pub schema: &'static [&'static str],
+    /// Stored routines `migrate` installs after the schema for the table prefix given (MySQL:
+    /// the lock cycle's procedures); one that cannot be installed is warned about, not fatal.
+    pub routines: fn(prefix: &str) -> Vec<String>,
 }

@@ -10,7 +10,7 @@ use super::rows::RawLease;
 use super::statements::{RENEW_CHUNK, SCHEMA_VERSION};
 use crate::backend::{Applied, Backend, BackendKind, HistoryEntry, RedactedUrl, Renewed, Snapshot};
 use crate::error::{Error, Result};
-use crate::model::{decide, DbTime, Lease, Op};
+use crate::model::{decide, DbTime, Effect, Lease, Op};
 use sqlx::database::HasStatementCache;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Row, Type};
 use tokio::sync::broadcast;
@@ -80,6 +80,26 @@ where
         Self::raw_lease(row)?.into_lease(&self.stmts.lease_table)
     }
 
+    /// The answer of an engine's one-statement lock operation that wrote (`Engine::
+    /// one_statement`): the lease row and the clock (`now_us`) it returned.
+    pub(in crate::backend) fn cycle_applied(
+        &self,
+        row: &<E::Database as Database>::Row,
+        op: &Op,
+    ) -> Result<Applied> {
+        let effect = match op {
+            Op::Release { .. } => Effect::Released,
+            _ => Effect::Acquired {
+                took_over_from: None,
+            },
+        };
+        Ok(Applied {
+            now: DbTime(row.try_get("now_us")?),
+            lease: Some(self.lease_from(row)?),
+            effect,
+        })
+    }
+
     /// The database's clock from a row of the `now` statement, read inside a write
     /// transaction; [`Error::ReadOnly`] if the row says the server is read-only (where the
     /// dialect must check that itself: MySQL, whose privileged users could still write).
@@ -107,6 +127,23 @@ where
             reason: "the clock query returned no row".to_string(),
         })?;
         Ok(Snapshot { now, leases })
+    }
+
+    /// Installs the engine's stored routines (through the text protocol: a routine's DDL is
+    /// no prepared statement); one that cannot be installed (no `CREATE ROUTINE` privilege,
+    /// say) costs speed, not correctness: the operations it serves run the transaction.
+    async fn install_routines(&self) {
+        for routine in &self.stmts.routines {
+            if let Err(e) = sqlx::raw_sql(routine).execute(&self.pool).await {
+                let first = routine.lines().next().unwrap_or_default();
+                tracing::warn!(
+                    url = %self.url,
+                    error = %e,
+                    "could not install a stored routine ({first} …): the operations it serves \
+                     run the model's transaction instead"
+                );
+            }
+        }
     }
 
     /// [`Backend::apply`] before the engine hears of it: one statement where the engine has
@@ -419,7 +456,10 @@ where
                 // catalog; the other creator has then done the work.
                 Err(e) if attempt < 6 && (is_retryable(&e) || is_duplicate_object(&e)) => {}
                 Err(e) => return Err(e.into()),
-                Ok(()) => return self.check_schema().await,
+                Ok(()) => {
+                    self.install_routines().await;
+                    return self.check_schema().await;
+                }
             }
         }
     }

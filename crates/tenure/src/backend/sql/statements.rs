@@ -31,6 +31,8 @@ pub(crate) struct Statements {
     pub prune_history: String,
     pub history: String,
     pub schema: Vec<String>,
+    /// Stored routines, installed after the schema (see [`Dialect::routines`]).
+    pub routines: Vec<String>,
     pub schema_version: String,
     pub init_version: String,
     pub probe_lease: String,
@@ -107,6 +109,7 @@ impl Statements {
             prune_history: prune_history(&t, d),
             history: history(&t, d),
             schema: d.schema.iter().map(|s| s.replace("{p}", prefix)).collect(),
+            routines: (d.routines)(prefix),
             schema_version: format!("SELECT MAX(version) AS version FROM {}", t.schema),
             init_version: init_version(&t),
             probe_lease: format!("SELECT name FROM {} WHERE 1 = 0", t.lease),
@@ -177,6 +180,10 @@ impl Statements {
         }
         out.push_str(&self.init_version);
         out.push_str(";\n");
+        // A routine's body has statements of its own: the mysql client needs a delimiter.
+        for r in &self.routines {
+            out.push_str(&format!("\nDELIMITER //\n{} //\nDELIMITER ;\n", r.trim()));
+        }
         out
     }
 }

@@ -119,6 +119,7 @@ impl Engine for Sqlite {
                 )
             },
             schema: SCHEMA,
+            routines: |_| Vec::new(),
         }
     }
 

@@ -23,8 +23,7 @@ use super::Sqlite;
 use crate::backend::sql::{is_retryable, lease_columns, Dialect, Engine, SqlBackend};
 use crate::backend::Applied;
 use crate::error::Result;
-use crate::model::{DbTime, Effect, Op};
-use sqlx::Row;
+use crate::model::Op;
 
 /// The two statements, with the table prefix filled in.
 pub(super) struct CycleStatements {
@@ -107,17 +106,5 @@ pub(super) async fn run(
         Err(e) if is_retryable(&e) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let now = DbTime(row.try_get("now_us")?);
-    let lease = backend.lease_from(&row)?;
-    let effect = match op {
-        Op::Release { .. } => Effect::Released,
-        _ => Effect::Acquired {
-            took_over_from: None,
-        },
-    };
-    Ok(Some(Applied {
-        now,
-        lease: Some(lease),
-        effect,
-    }))
+    backend.cycle_applied(&row, op).map(Some)
 }
