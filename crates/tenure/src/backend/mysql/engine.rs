@@ -81,7 +81,8 @@ pub struct MySql {
     bells: Option<Box<Bells>>,
     /// A lock cycle's two procedures (`one_statement.rs`).
     pub(super) calls: CycleCalls,
-    /// Set once a `CALL` found no procedure: every operation runs the transaction.
+    /// Set once the procedures could not be called (missing, no `EXECUTE`, definer gone):
+    /// from then on every operation of this store runs the transaction.
     pub(super) without_routines: AtomicBool,
 }
 

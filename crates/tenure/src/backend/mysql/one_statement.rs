@@ -210,9 +210,11 @@ pub(super) async fn run(
         ),
         _ => return Ok(None),
     };
-    // (`RawSql::fetch_optional` is `fetch_one` in sqlx 0.8: the executor's own is not.)
-    let answer = sqlx::Executor::fetch_optional(&backend.pool, sqlx::raw_sql(&sql)).await;
-    let row = match answer {
+    // Every result of the CALL, to its end: the answer's row comes before the procedure's
+    // `COMMIT`, and a `COMMIT` that fails (a Galera certification conflict, say) must not leave
+    // us believing a row that was rolled back. (sqlx's `fetch_optional` stops at the first row.)
+    let answer = sqlx::Executor::fetch_all(&backend.pool, sqlx::raw_sql(&sql)).await;
+    let row = match answer.map(|rows| rows.into_iter().next()) {
         Ok(Some(row)) => row,
         // Nothing covered here: held by someone, a new name, a stale release.
         Ok(None) => return Ok(None),

@@ -90,6 +90,8 @@ pub(super) async fn run(
             .bind(reason.as_deref().unwrap_or_default()),
         _ => return Ok(None),
     };
+    // sqlx's PostgreSQL `fetch_optional` reads every response to `ReadyForQuery`: a commit
+    // that fails after the row was sent is an error here, not an answer.
     let row = match query.fetch_optional(&backend.pool).await {
         Ok(Some(row)) => row,
         // A name never used: the transaction inserts it.

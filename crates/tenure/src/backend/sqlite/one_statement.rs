@@ -99,7 +99,13 @@ pub(super) async fn run(
             .bind(*at_least_ms as i64),
         _ => return Ok(None),
     };
-    let row = match query.fetch_optional(&backend.pool).await {
+    // Stepped to its end, which commits the autocommitted statement: an answer is believed
+    // only once its write is committed. (sqlx's `fetch_optional` stops at the first row.)
+    let row = match query
+        .fetch_all(&backend.pool)
+        .await
+        .map(|rows| rows.into_iter().next())
+    {
         Ok(Some(row)) => row,
         // Nothing covered here: held by someone, a new name, a stale release.
         Ok(None) => return Ok(None),
