@@ -228,9 +228,12 @@ mod tests {
     #[test]
     fn kill_marked_kills_the_marked_process_only() {
         let marker = format!("tenure-ha-test-{:08x}", rand::random::<u32>());
+        // A shell blocked in its builtin `read` forks nothing: a forked child not yet exec'd
+        // would show the marked command line too, and be killed with it.
         let spawn = |arg: &str| {
             std::process::Command::new("sh")
-                .args(["-c", "sleep 5; true", arg])
+                .args(["-c", "read -r line", arg])
+                .stdin(std::process::Stdio::piped())
                 .spawn()
                 .unwrap()
         };
