@@ -226,12 +226,20 @@ async fn run(plan: &Plan, targets: &[Target]) -> Result<(), String> {
         tables.push(table);
         curves.extend(curve);
     }
-    if !curves.is_empty() && !plan.opts.no_plot {
-        let path = &plan.opts.plot;
-        match crate::plot::draw(&curves, path, &plan.opts.plot_font) {
+    let plot = match (&plan.opts.plot, plan.opts.quick) {
+        (Some(path), _) => Some(path.clone()),
+        (None, false) => Some(PathBuf::from("docs/cost-curve.png")),
+        (None, true) => None,
+    };
+    match plot.filter(|_| !curves.is_empty() && !plan.opts.no_plot) {
+        Some(path) => match crate::plot::draw(&curves, &path, &plan.opts.plot_font) {
             Ok(()) => eprintln!("tenure-bench: cost curve drawn to {}", path.display()),
             Err(e) => eprintln!("tenure-bench: no plot ({e}); the tables above have its figures"),
+        },
+        None if !curves.is_empty() && plan.opts.quick && !plan.opts.no_plot => {
+            eprintln!("tenure-bench: a quick run draws no plot unless given --plot PATH");
         }
+        None => {}
     }
     if let Some(path) = &plan.opts.json {
         let all = serde_json::json!({ "tables": tables, "curves": curves });

@@ -82,9 +82,10 @@ pub struct Options {
     /// that size is reported as not reached.
     #[arg(long, default_value = "300s", value_parser = humantime::parse_duration)]
     pub curve_acquire_within: Duration,
-    /// Where the cost curve's plot (PNG) goes.
-    #[arg(long, default_value = "docs/cost-curve.png")]
-    pub plot: PathBuf,
+    /// Where the cost curve's plot (PNG) goes. Default: `docs/cost-curve.png` (the published
+    /// one, run from the repository's root); a `--quick` run draws none unless given a path.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
     /// Draw no plot.
     #[arg(long)]
     pub no_plot: bool,
