@@ -1,83 +1,27 @@
 //! The run: start etcd and ZooKeeper, measure each once, then every benchmark per backend, and
 //! print one table per backend. Everything started is killed, and every table of the run dropped, also
 //! on error and on Ctrl-C.
+//!
+//! Each benchmark's rows are made beside its measurement: [`failover`] (crash failover and
+//! handover), [`locks`] (lock cycles), [`scale`], [`footprint`], [`curve`] (the cost curve).
 
-use crate::curve::{self, Curve, LeasePoint};
+use crate::curve::{self, Curve};
 use crate::db::{self, Engine, Target};
 use crate::etcd::{Etcd, Http};
-use crate::failover::{Contender, Scenario, Setup};
-use crate::footprint::{self, Database};
-use crate::locks::{self, lock_name, System, Throughput};
-use crate::procs::Proc;
-use crate::raw::Raw;
-use crate::report::{
-    at_least, at_most, count, millis_summary, ratio, secs_summary, times, Row, Summary, Table,
-    Verdict,
-};
-use crate::scale::{self, Held};
+use crate::failover::{self, Contender, Scenario, Setup};
+use crate::footprint;
+use crate::locks::{self, System};
+use crate::peer::Peer;
+use crate::plan::Plan;
+use crate::report::{cycles, Row, Table, Throughput, Verdict};
+use crate::scale;
 use crate::zookeeper::{self, ZooKeeper};
-use crate::{seeds, Options};
+use crate::Options;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-use tenure::{Locks, Store, StoreOptions};
-use tokio::process::Command;
 
-/// What to run, after `--quick` and `--only`.
-struct Plan {
-    opts: Options,
-    trials: usize,
-    lock_run: Duration,
-    leases: usize,
-    scale_intervals: u32,
-    candidates: usize,
-    crowd_window: Duration,
-    footprint_trials: usize,
-    curve_run: Duration,
-    curve_leases: Vec<usize>,
-    dir: PathBuf,
-    tenure: PathBuf,
-    bench: PathBuf,
-}
-
-impl Plan {
-    fn wants(&self, what: &str) -> bool {
-        self.opts.only.iter().any(|o| o == what)
-    }
-}
-
-/// A peer's figures (etcd, ZooKeeper), measured once and set beside every backend's.
-struct Peer {
-    /// `etcd`, `ZooKeeper`.
-    name: &'static str,
-    /// What was measured, for the note under every table.
-    about: String,
-    /// How it elects, hands over and takes a lock, as the tables name it.
-    elects: &'static str,
-    hands_over: &'static str,
-    locks: &'static str,
-    crash: Option<Summary>,
-    handover: Option<Summary>,
-    locks1: Option<Throughput>,
-    locks8: Option<Throughput>,
-}
-
-impl Peer {
-    fn new(name: &'static str, elects: &'static str, hands_over: &'static str) -> Peer {
-        Peer {
-            name,
-            about: String::new(),
-            elects,
-            hands_over,
-            locks: "",
-            crash: None,
-            handover: None,
-            locks1: None,
-            locks8: None,
-        }
-    }
-}
-
+/// The whole run; its tables on stdout, progress on stderr.
 pub async fn main(opts: Options) -> Result<(), String> {
     for b in &opts.backends {
         Engine::parse(b)
@@ -133,38 +77,7 @@ pub async fn main(opts: Options) -> Result<(), String> {
             prefix: prefix.clone(),
         })
         .collect();
-    let quick = opts.quick;
-    let plan = Plan {
-        trials: if quick {
-            opts.trials.min(3)
-        } else {
-            opts.trials
-        },
-        lock_run: Duration::from_secs_f64(if quick { 1.0 } else { opts.lock_seconds }),
-        leases: if quick {
-            opts.leases.min(1000)
-        } else {
-            opts.leases
-        },
-        scale_intervals: if quick { 2 } else { 3 },
-        candidates: if quick {
-            opts.candidates.min(50)
-        } else {
-            opts.candidates
-        },
-        crowd_window: Duration::from_secs(if quick { 2 } else { 5 }),
-        footprint_trials: if quick { 2 } else { 5 },
-        curve_run: Duration::from_secs_f64(if quick { 1.0 } else { opts.curve_seconds }),
-        curve_leases: curve::LEASES
-            .iter()
-            .copied()
-            .filter(|&n| !quick || n <= 10_000)
-            .collect(),
-        dir: tmp.path().to_path_buf(),
-        tenure,
-        bench,
-        opts,
-    };
+    let plan = Plan::new(opts, tmp.path().to_path_buf(), tenure, bench);
     eprintln!(
         "tenure-bench: run {run_id}, tables {prefix}*, temporary files in {}",
         plan.dir.display()
@@ -304,7 +217,7 @@ async fn elections(plan: &Plan, peer: &mut Peer, contender: Contender) -> Result
     };
     if plan.wants("failover") {
         peer.crash = Some(
-            crate::failover::measure(
+            failover::measure(
                 &setup(format!("{key}-crash")),
                 Scenario::Crash,
                 plan.trials,
@@ -315,7 +228,7 @@ async fn elections(plan: &Plan, peer: &mut Peer, contender: Contender) -> Result
     }
     if plan.wants("handover") {
         peer.handover = Some(
-            crate::failover::measure(
+            failover::measure(
                 &setup(format!("{key}-handover")),
                 Scenario::Handover,
                 plan.trials,
@@ -409,7 +322,7 @@ async fn backend(plan: &Plan, target: &Target, peers: &[Peer]) -> (Table, Option
     ));
     let ttl = plan.opts.ttl.as_secs_f64();
     if plan.wants("failover") {
-        match failover_rows(plan, target, peers, ttl).await {
+        match failover::crash_rows(plan, target, peers, ttl).await {
             Ok(rows) => t.rows.extend(rows),
             Err(e) => t
                 .rows
@@ -417,7 +330,7 @@ async fn backend(plan: &Plan, target: &Target, peers: &[Peer]) -> (Table, Option
         }
     }
     if plan.wants("handover") {
-        match handover_rows(plan, target, peers).await {
+        match failover::handover_rows(plan, target, peers).await {
             Ok(rows) => t.rows.extend(rows),
             Err(e) => t
                 .rows
@@ -425,7 +338,7 @@ async fn backend(plan: &Plan, target: &Target, peers: &[Peer]) -> (Table, Option
         }
     }
     if plan.wants("locks") {
-        match lock_rows(plan, target, peers).await {
+        match locks::rows(plan, target, peers).await {
             Ok(rows) => t.rows.extend(rows),
             Err(e) => t
                 .rows
@@ -433,7 +346,7 @@ async fn backend(plan: &Plan, target: &Target, peers: &[Peer]) -> (Table, Option
         }
     }
     if plan.wants("scale") {
-        match scale_rows(plan, target).await {
+        match scale::rows(plan, target).await {
             Ok((rows, notes)) => {
                 t.rows.extend(rows);
                 t.notes.extend(notes);
@@ -444,7 +357,7 @@ async fn backend(plan: &Plan, target: &Target, peers: &[Peer]) -> (Table, Option
         }
     }
     if plan.wants("footprint") {
-        match footprint_rows(plan, target).await {
+        match footprint::rows(plan, target).await {
             Ok(rows) => t.rows.extend(rows),
             Err(e) => t
                 .rows
@@ -453,7 +366,7 @@ async fn backend(plan: &Plan, target: &Target, peers: &[Peer]) -> (Table, Option
     }
     let mut measured = None;
     if plan.wants("curve") {
-        match cost_curve(plan, target).await {
+        match curve::measure(plan, target).await {
             Ok(c) => {
                 t.rows.extend(curve::rows(&c));
                 t.notes.push(format!(
@@ -471,509 +384,4 @@ async fn backend(plan: &Plan, target: &Target, peers: &[Peer]) -> (Table, Option
         }
     }
     (t, measured)
-}
-
-/// The cost curve of one backend: lock cycles at [`curve::TASKS`], then each size of leases.
-async fn cost_curve(plan: &Plan, target: &Target) -> Result<Curve, String> {
-    let key = target.engine.key();
-    let pool = curve::pool_size(target.engine, plan.opts.curve_pool);
-    let cycles = curve::cycles(target, pool, plan.curve_run).await?;
-    let mut leases = Vec::new();
-    for (i, &n) in plan.curve_leases.iter().enumerate() {
-        let prefix = format!("{}{}", target.prefix, curve::PREFIXES[1 + i]);
-        let within = plan.opts.curve_acquire_within;
-        let point =
-            match hold_leases(plan, target, &prefix, n, Duration::from_secs(20), 2, within).await {
-                Ok(held) => {
-                    eprintln!(
-                    "  {key} curve, {n} leases: taken in {:.1} s, {:.1} statements per interval, \
-                     CPU {:.2} s, RSS {} kB, {} still held",
-                    held.acquire_s,
-                    held.statements_per_interval(),
-                    held.cpu_s,
-                    held.rss_kb,
-                    held.still_held
-                );
-                    LeasePoint {
-                        leases: n,
-                        held: Some(held),
-                        error: None,
-                    }
-                }
-                Err(e) => {
-                    eprintln!("  {key} curve, {n} leases: {e}");
-                    LeasePoint {
-                        leases: n,
-                        held: None,
-                        error: Some(e),
-                    }
-                }
-            };
-        leases.push(point);
-    }
-    Ok(Curve {
-        backend: target.engine.title().to_string(),
-        pool,
-        cycles,
-        leases,
-    })
-}
-
-fn tenure_setup(plan: &Plan, target: &Target, name: &str) -> Setup {
-    Setup {
-        contender: Contender::Tenure {
-            bin: plan.tenure.clone(),
-            url: target.url.clone(),
-            prefix: target.prefix.clone(),
-        },
-        bench: plan.bench.clone(),
-        ttl: plan.opts.ttl,
-        dir: plan.dir.clone(),
-        name: name.into(),
-    }
-}
-
-async fn failover_rows(
-    plan: &Plan,
-    target: &Target,
-    peers: &[Peer],
-    ttl: f64,
-) -> Result<Vec<Row>, String> {
-    let key = target.engine.key();
-    let ours = crate::failover::measure(
-        &tenure_setup(plan, target, &format!("{key}-crash")),
-        Scenario::Crash,
-        plan.trials,
-        &format!("{key} tenure crash"),
-    )
-    .await?;
-    seeds::prepare(target).await?;
-    let seed_setup = Setup {
-        contender: Contender::Seeds {
-            url: target.url.clone(),
-            prefix: target.prefix.clone(),
-        },
-        bench: plan.bench.clone(),
-        ttl: plan.opts.ttl,
-        dir: plan.dir.clone(),
-        name: format!("{key}-seeds"),
-    };
-    let theirs = crate::failover::measure(
-        &seed_setup,
-        Scenario::Crash,
-        plan.trials,
-        &format!("{key} seeds crash"),
-    )
-    .await?;
-    let limit = ttl + 0.2;
-    let mut verdicts = vec![at_most(ours.p99, limit)];
-    let measure = "crash failover p50 / p99";
-    let mut goal = format!("p99 ≤ ttl + 0.2 s = {limit:.1} s");
-    if let Some(e) = peers
-        .iter()
-        .find(|p| p.name == "etcd")
-        .and_then(|p| p.crash.as_ref())
-    {
-        verdicts.push(Verdict::from(
-            matches!((ours.p99, e.p99), (Some(a), Some(b)) if a <= b),
-        ));
-        goal.push_str(" and ≤ etcd");
-    }
-    let crashes: Vec<(&Peer, &Summary)> = peers
-        .iter()
-        .filter_map(|p| p.crash.as_ref().map(|s| (p, s)))
-        .collect();
-    let mut rows: Vec<Row> = crashes
-        .iter()
-        .map(|(p, s)| {
-            Row::new(measure, secs_summary(&ours)).against(
-                p.elects,
-                secs_summary(s),
-                format!("p99 {}", times(ratio(ours.p99, s.p99))),
-            )
-        })
-        .collect();
-    if rows.is_empty() {
-        rows.push(Row::new(measure, secs_summary(&ours)));
-    }
-    rows[0] = rows[0].clone().goal(goal, Verdict::all(&verdicts));
-    rows.push(Row::new(measure, secs_summary(&ours)).against(
-        "seeds' SQL (1 s poll)",
-        secs_summary(&theirs),
-        format!("p99 {}", times(ratio(ours.p99, theirs.p99))),
-    ));
-    let frac = |s: &Summary| {
-        format!(
-            "{} / {}",
-            times(s.p50.map(|v| v / ttl)),
-            times(s.p99.map(|v| v / ttl))
-        )
-    };
-    let mut who: Vec<&str> = crashes.iter().map(|(p, _)| p.name).collect();
-    let mut figures: Vec<String> = crashes.iter().map(|(_, s)| frac(s)).collect();
-    who.push("seeds' SQL");
-    figures.push(frac(&theirs));
-    rows.push(Row::new("crash failover as × ttl", frac(&ours)).against(
-        who.join("; "),
-        figures.join("; "),
-        "",
-    ));
-    Ok(rows)
-}
-
-async fn handover_rows(plan: &Plan, target: &Target, peers: &[Peer]) -> Result<Vec<Row>, String> {
-    let ours = crate::failover::measure(
-        &tenure_setup(plan, target, &format!("{}-handover", target.engine.key())),
-        Scenario::Handover,
-        plan.trials,
-        &format!("{} tenure handover", target.engine.key()),
-    )
-    .await?;
-    let measure = "graceful handover p50 / p99";
-    let mut rows: Vec<Row> = peers
-        .iter()
-        .filter_map(|p| {
-            let e = p.handover.as_ref()?;
-            Some(Row::new(measure, millis_summary(&ms(&ours))).against(
-                p.hands_over,
-                millis_summary(&ms(e)),
-                format!("p99 {}", times(ratio(ours.p99, e.p99))),
-            ))
-        })
-        .collect();
-    if rows.is_empty() {
-        rows.push(Row::new(measure, millis_summary(&ms(&ours))));
-    }
-    // Every backend wakes its followers at a release: NOTIFY on PostgreSQL, the doorbell
-    // file on SQLite, the named-lock bells on MySQL.
-    rows[0] = rows[0]
-        .clone()
-        .goal("p99 ≤ 50 ms", at_most(ours.p99, 0.050));
-    Ok(rows)
-}
-
-/// A summary in seconds as one in milliseconds.
-fn ms(s: &Summary) -> Summary {
-    Summary {
-        p50: s.p50.map(|v| v * 1e3),
-        p99: s.p99.map(|v| v * 1e3),
-        ..s.clone()
-    }
-}
-
-fn cycles(t: &Throughput) -> String {
-    let mut s = format!(
-        "{}/s (p50 {:.2} ms, p99 {:.2} ms)",
-        count(Some(t.per_second)),
-        t.p50_ms.unwrap_or(f64::NAN),
-        t.p99_ms.unwrap_or(f64::NAN)
-    );
-    if t.errors > 0 {
-        s.push_str(&format!(
-            " [{} errors: {}]",
-            t.errors,
-            t.first_error.as_deref().unwrap_or("?")
-        ));
-    }
-    s
-}
-
-async fn lock_rows(plan: &Plan, target: &Target, peers: &[Peer]) -> Result<Vec<Row>, String> {
-    let key = target.engine.key();
-    let warmup = Duration::from_millis(500);
-    let store = Store::connect_with(
-        &target.url,
-        StoreOptions::default().table_prefix(target.prefix.clone()),
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    let tenure = Arc::new(System::Tenure(
-        Locks::with_holder(store, "bench-locks").map_err(|e| e.to_string())?,
-    ));
-    let names: Vec<String> = (0..8).map(lock_name).collect();
-    // The library's pools: SQLite one connection, the servers eight.
-    let connections = if target.engine == Engine::Sqlite {
-        1
-    } else {
-        8
-    };
-    let raw = Arc::new(System::Raw(
-        Raw::prepare(target, connections, &names).await?,
-    ));
-    let mut rows = Vec::new();
-    for tasks in [1, 8] {
-        let ours = locks::measure(tenure.clone(), tasks, warmup, plan.lock_run).await;
-        eprintln!(
-            "  {key} tenure lock cycles, {tasks} task(s): {}",
-            cycles(&ours)
-        );
-        let base = locks::measure(raw.clone(), tasks, warmup, plan.lock_run).await;
-        eprintln!(
-            "  {key} raw SQL lock cycles, {tasks} task(s): {}",
-            cycles(&base)
-        );
-        let measure = if tasks == 1 {
-            "lock cycles, 1 task".to_string()
-        } else {
-            format!("lock cycles, {tasks} tasks")
-        };
-        let r = ratio(Some(ours.per_second), Some(base.per_second));
-        rows.push(
-            Row::new(&measure, cycles(&ours))
-                .against("raw SQL (2 statements)", cycles(&base), times(r))
-                .goal("≥ 0.80× raw SQL", at_least(r, 0.8)),
-        );
-        for p in peers {
-            let theirs = if tasks == 1 { &p.locks1 } else { &p.locks8 };
-            if let Some(e) = theirs {
-                rows.push(Row::new(&measure, cycles(&ours)).against(
-                    p.locks,
-                    cycles(e),
-                    times(ratio(Some(ours.per_second), Some(e.per_second))),
-                ));
-            }
-        }
-    }
-    if let System::Raw(raw) = &*raw {
-        raw.close().await;
-    }
-    Ok(rows)
-}
-
-/// Runs `tenure-bench hold-leases` (`leases` locks with ttl `at_most` on tables `prefix`,
-/// watched for `intervals` renew intervals) and reads its answer; gives up on it once it has
-/// taken longer than `acquire_within` plus its window.
-#[allow(clippy::too_many_arguments)]
-async fn hold_leases(
-    plan: &Plan,
-    target: &Target,
-    prefix: &str,
-    leases: usize,
-    at_most: Duration,
-    intervals: u32,
-    acquire_within: Duration,
-) -> Result<Held, String> {
-    let out = plan
-        .dir
-        .join(format!("hold-{}-{leases}.json", target.engine.key()));
-    let mut c = Command::new(&plan.bench);
-    c.arg("hold-leases")
-        .arg("--url")
-        .arg(&target.url)
-        .arg("--prefix")
-        .arg(prefix)
-        .arg("--leases")
-        .arg(leases.to_string())
-        .arg("--at-most")
-        .arg(format!("{}ms", at_most.as_millis()))
-        .arg("--intervals")
-        .arg(intervals.to_string())
-        .arg("--out")
-        .arg(&out);
-    let mut proc = Proc::spawn(c, &plan.dir.join("hold-leases.log")).map_err(|e| e.to_string())?;
-    // Its window, and the settling of the servers' counters before it (11 s at most).
-    let window = at_most / 4 * intervals + Duration::from_secs(30);
-    let bound = acquire_within + window;
-    let status = tokio::time::timeout(bound, proc.child.wait())
-        .await
-        .map_err(|_| {
-            format!(
-                "{leases} leases not taken and watched within {:.0} s (--curve-acquire-within {:.0} s)",
-                bound.as_secs_f64(),
-                acquire_within.as_secs_f64()
-            )
-        })?
-        .map_err(|e| e.to_string())?;
-    if !status.success() {
-        let log = std::fs::read_to_string(plan.dir.join("hold-leases.log")).unwrap_or_default();
-        let tail: Vec<&str> = log.lines().rev().take(3).collect();
-        return Err(format!(
-            "hold-leases failed ({status}): {}",
-            tail.join(" / ")
-        ));
-    }
-    let text = std::fs::read_to_string(&out).map_err(|e| e.to_string())?;
-    serde_json::from_str(&text).map_err(|e| e.to_string())
-}
-
-async fn scale_rows(plan: &Plan, target: &Target) -> Result<(Vec<Row>, Vec<String>), String> {
-    let key = target.engine.key();
-    let at_most = Duration::from_secs(10);
-    let prefix = format!("{}s_", target.prefix);
-    let held = hold_leases(
-        plan,
-        target,
-        &prefix,
-        plan.leases,
-        at_most,
-        plan.scale_intervals,
-        Duration::from_secs(270),
-    )
-    .await?;
-    eprintln!(
-        "  {key} {} leases: acquired in {:.1} s; {} batches, {} applies in {:.1} intervals; server {:?}; CPU {:.2} s; RSS {} kB",
-        held.leases, held.acquire_s, held.batches, held.applies, held.intervals, held.server, held.cpu_s, held.rss_kb
-    );
-    let n = count(Some(held.leases as f64));
-    let per_interval = held.statements_per_interval();
-    let server_note = server_per_interval(target.engine, &held);
-    let mut rows = vec![
-        Row::new(
-            format!("{n} locks held: statements per renew interval"),
-            format!(
-                "{per_interval:.1} ({:.2} batches × {}){}",
-                held.batches as f64 / held.intervals,
-                held.statements_per_batch,
-                if held.applies > 0 {
-                    format!(", +{} other calls", held.applies)
-                } else {
-                    String::new()
-                }
-            ),
-        )
-        .against("server-side count", server_note, "")
-        .goal(
-            "≤ 10",
-            at_most_f(per_interval, 10.0, held.still_held == held.leases),
-        ),
-        Row::new(
-            format!("{n} locks held: CPU, RSS"),
-            format!(
-                "{:.1} % of a core, {:.1} MiB RSS (slowest batch {:.0} ms, {} of {} still held)",
-                100.0 * held.cpu_s / held.window_s,
-                held.rss_kb as f64 / 1024.0,
-                held.slowest_batch_ms,
-                held.still_held,
-                held.leases
-            ),
-        ),
-        Row::new(
-            format!("{n} locks: taking them all"),
-            format!("{:.1} s with 8 tasks", held.acquire_s),
-        ),
-    ];
-    let crowd_target = Target {
-        prefix: format!("{}c_", target.prefix),
-        ..target.clone()
-    };
-    let crowd = scale::crowd(
-        &crowd_target,
-        plan.candidates,
-        plan.opts.ttl,
-        plan.crowd_window,
-    )
-    .await?;
-    eprintln!(
-        "  {key} {} candidates: {:.0} calls/s, server {:?}",
-        crowd.candidates, crowd.calls_per_s, crowd.server_per_s
-    );
-    let server: Vec<String> = crowd
-        .server_per_s
-        .iter()
-        .map(|(k, v)| format!("{k} {v:.0}/s"))
-        .collect();
-    rows.push(
-        Row::new(
-            format!(
-                "{} candidates on one name: database calls",
-                crowd.candidates
-            ),
-            format!("{:.0} transactions/s", crowd.calls_per_s),
-        )
-        .against(
-            "server-side count",
-            if server.is_empty() {
-                "-".into()
-            } else {
-                server.join(", ")
-            },
-            "",
-        ),
-    );
-    let notes = vec![format!(
-        "Scale ({key}): the {n} locks have at_most 10 s (renewed every 2.5 s), watched for {} \
-         renew intervals in their own process; the {} candidates use ttl {:?}. Statements per \
-         interval are the library's calls (counted by `tenure::backend::CountingBackend`) times the \
-         statements of one batch; {}",
-        plan.scale_intervals,
-        crowd.candidates,
-        plan.opts.ttl,
-        match target.engine {
-            Engine::Postgres => "the server-side figures are deltas of pg_stat_user_tables for the run's own lease table (scans = sequential and index scans of it: a renewal probes the index once per name of its IN list; writes = rows written) and of pg_stat_database.xact_commit (whole database: other clients count too).",
-            Engine::MySql => "the server-side figures are deltas of the server's global Questions / Com_update / Com_commit: other clients of the server count too.",
-            Engine::Sqlite => "SQLite has no server-side counter: the wrapper's count is the only one.",
-        }
-    )];
-    Ok((rows, notes))
-}
-
-fn at_most_f(v: f64, limit: f64, all_held: bool) -> Verdict {
-    Verdict::from(v <= limit && all_held)
-}
-
-fn server_per_interval(engine: Engine, held: &Held) -> String {
-    let get = |k: &str| {
-        held.server
-            .iter()
-            .find(|(n, _)| n == k)
-            .map(|(_, v)| *v as f64 / held.intervals)
-    };
-    match engine {
-        Engine::Postgres => format!(
-            "{} statements on the lease table, {} rows written, {} commits (db-wide) per interval",
-            secs_free(get("scans")),
-            count(get("writes")),
-            secs_free(get("xact_commit"))
-        ),
-        Engine::MySql => format!(
-            "{} UPDATEs, {} queries (server-wide) per interval",
-            secs_free(get("com_update")),
-            secs_free(get("questions"))
-        ),
-        Engine::Sqlite => "-".into(),
-    }
-}
-
-/// A per-interval figure with one decimal.
-fn secs_free(v: Option<f64>) -> String {
-    v.map_or("-".into(), |v| format!("{v:.1}"))
-}
-
-async fn footprint_rows(plan: &Plan, target: &Target) -> Result<Vec<Row>, String> {
-    let (db, label) = match target.engine {
-        Engine::Sqlite => (
-            Database::SqliteDefault {
-                state_home: plan.dir.join("state"),
-            },
-            "the SQLite default",
-        ),
-        _ => (
-            Database::Url {
-                url: target.url.clone(),
-                prefix: target.prefix.clone(),
-            },
-            "this backend",
-        ),
-    };
-    let f = footprint::measure(
-        &plan.tenure,
-        &plan.bench,
-        &db,
-        &plan.dir,
-        plan.footprint_trials,
-        target.engine.key(),
-    )
-    .await?;
-    let rss_mib = f.rss_kb.map(|k| k as f64 / 1024.0);
-    Ok(vec![
-        Row::new(
-            "`tenure run` supervisor RSS while leading",
-            rss_mib.map_or("-".into(), |m| format!("{m:.1} MiB")),
-        )
-        .goal("≤ 15 MiB", at_most(rss_mib, 15.0)),
-        Row::new(
-            format!("`tenure run` start → child started ({label}) p50 / p99"),
-            millis_summary(&ms(&f.startup)),
-        ),
-    ])
 }

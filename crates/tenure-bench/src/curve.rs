@@ -8,13 +8,16 @@
 //!   process of [`crate::scale`] (statements per renew interval, CPU, RSS, whether every lease
 //!   stayed held), each size on tables of its own.
 //!
-//! Measured here; drawn by [`crate::plot`]; a table per backend in the run's report.
+//! Measured here ([`measure`]); drawn by [`crate::plot`]; a table per backend in the run's
+//! report ([`rows`]).
 
 use crate::db::{Engine, Target};
-use crate::locks::{self, lock_name, System, Throughput};
+use crate::locks::{self, lock_name, System};
+use crate::plan::Plan;
 use crate::raw::Raw;
+use crate::report::Throughput;
 use crate::report::{count, ratio, times, Row};
-use crate::scale::Held;
+use crate::scale::{self, Held};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,11 +25,10 @@ use tenure::{Locks, Store, StoreOptions};
 
 /// Concurrent tasks of the lock-cycle curve.
 pub const TASKS: [usize; 4] = [1, 8, 32, 128];
-/// Leases held by one process (a quick run stops at 10,000).
-pub const LEASES: [usize; 3] = [1_000, 10_000, 100_000];
 
-/// Table prefixes (after the run's) of the curve: its lock cycles, then each size of
-/// [`LEASES`] on tables of its own, so that every size starts from vacant leases.
+/// Table prefixes (after the run's) of the curve: its lock cycles, then each size of leases
+/// held ([`Plan::curve_leases`]) on tables of its own, so that every size starts from vacant
+/// leases.
 pub const PREFIXES: [&str; 4] = ["k_", "h0_", "h1_", "h2_"];
 
 /// One point of the lock-cycle curve.
@@ -173,6 +175,61 @@ pub fn rows(curve: &Curve) -> Vec<Row> {
         rows.push(Row::new(measure, figure));
     }
     rows
+}
+
+/// The cost curve of one backend: lock cycles at [`TASKS`], then each size of leases.
+pub async fn measure(plan: &Plan, target: &Target) -> Result<Curve, String> {
+    let key = target.engine.key();
+    let pool = pool_size(target.engine, plan.opts.curve_pool);
+    let cycles = cycles(target, pool, plan.curve_run).await?;
+    let mut leases = Vec::new();
+    for (i, &n) in plan.curve_leases.iter().enumerate() {
+        let prefix = format!("{}{}", target.prefix, PREFIXES[1 + i]);
+        let within = plan.opts.curve_acquire_within;
+        let point = match scale::held_by_helper(
+            plan,
+            target,
+            &prefix,
+            n,
+            Duration::from_secs(20),
+            2,
+            within,
+        )
+        .await
+        {
+            Ok(held) => {
+                eprintln!(
+                    "  {key} curve, {n} leases: taken in {:.1} s, {:.1} statements per interval, \
+                     CPU {:.2} s, RSS {} kB, {} still held",
+                    held.acquire_s,
+                    held.statements_per_interval(),
+                    held.cpu_s,
+                    held.rss_kb,
+                    held.still_held
+                );
+                LeasePoint {
+                    leases: n,
+                    held: Some(held),
+                    error: None,
+                }
+            }
+            Err(e) => {
+                eprintln!("  {key} curve, {n} leases: {e}");
+                LeasePoint {
+                    leases: n,
+                    held: None,
+                    error: Some(e),
+                }
+            }
+        };
+        leases.push(point);
+    }
+    Ok(Curve {
+        backend: target.engine.title().to_string(),
+        pool,
+        cycles,
+        leases,
+    })
 }
 
 #[cfg(test)]

@@ -223,6 +223,7 @@ pub async fn drop_tables(target: &Target) {
         "history",
         "tick",
         "schema",
+        "epoch",
         "lease",
         "raw_lock",
         "service_election",

@@ -10,9 +10,18 @@
 //! After each trial the dead candidate is replaced, so that three always campaign, and the new
 //! leader is left to run for a random 0.5–1 s, so that the kill falls at a random point of its
 //! renew cycle.
+//!
+//! Its rows of the tables ([`crash_rows`], [`handover_rows`]) set tenure's figures on one
+//! backend beside the seeds' SQL and the peers'.
 
+use crate::db::Target;
+use crate::peer::Peer;
+use crate::plan::Plan;
 use crate::procs::{ancestor_in, signal_at, Proc, Stamp, Stamps};
-use crate::report::Summary;
+use crate::report::{
+    at_most, millis_summary, ms, ratio, secs_summary, times, Row, Summary, Verdict,
+};
+use crate::seeds;
 use nix::sys::signal::Signal;
 use rand::{Rng, SeedableRng};
 use std::path::{Path, PathBuf};
@@ -277,4 +286,145 @@ pub async fn measure(
         p.finish(Duration::ZERO).await;
     }
     Ok(Summary::of(&samples, failed))
+}
+// === the rows of the tables ===
+
+/// Three `tenure run` candidates of `target` on `name`.
+fn tenure_setup(plan: &Plan, target: &Target, name: &str) -> Setup {
+    Setup {
+        contender: Contender::Tenure {
+            bin: plan.tenure.clone(),
+            url: target.url.clone(),
+            prefix: target.prefix.clone(),
+        },
+        bench: plan.bench.clone(),
+        ttl: plan.opts.ttl,
+        dir: plan.dir.clone(),
+        name: name.into(),
+    }
+}
+
+/// The crash failover rows of one backend: tenure and the seeds' SQL beside the peers.
+pub async fn crash_rows(
+    plan: &Plan,
+    target: &Target,
+    peers: &[Peer],
+    ttl: f64,
+) -> Result<Vec<Row>, String> {
+    let key = target.engine.key();
+    let ours = measure(
+        &tenure_setup(plan, target, &format!("{key}-crash")),
+        Scenario::Crash,
+        plan.trials,
+        &format!("{key} tenure crash"),
+    )
+    .await?;
+    seeds::prepare(target).await?;
+    let seed_setup = Setup {
+        contender: Contender::Seeds {
+            url: target.url.clone(),
+            prefix: target.prefix.clone(),
+        },
+        bench: plan.bench.clone(),
+        ttl: plan.opts.ttl,
+        dir: plan.dir.clone(),
+        name: format!("{key}-seeds"),
+    };
+    let theirs = measure(
+        &seed_setup,
+        Scenario::Crash,
+        plan.trials,
+        &format!("{key} seeds crash"),
+    )
+    .await?;
+    let limit = ttl + 0.2;
+    let mut verdicts = vec![at_most(ours.p99, limit)];
+    let measure = "crash failover p50 / p99";
+    let mut goal = format!("p99 ≤ ttl + 0.2 s = {limit:.1} s");
+    if let Some(e) = peers
+        .iter()
+        .find(|p| p.name == "etcd")
+        .and_then(|p| p.crash.as_ref())
+    {
+        verdicts.push(Verdict::from(
+            matches!((ours.p99, e.p99), (Some(a), Some(b)) if a <= b),
+        ));
+        goal.push_str(" and ≤ etcd");
+    }
+    let crashes: Vec<(&Peer, &Summary)> = peers
+        .iter()
+        .filter_map(|p| p.crash.as_ref().map(|s| (p, s)))
+        .collect();
+    let mut rows: Vec<Row> = crashes
+        .iter()
+        .map(|(p, s)| {
+            Row::new(measure, secs_summary(&ours)).against(
+                p.elects,
+                secs_summary(s),
+                format!("p99 {}", times(ratio(ours.p99, s.p99))),
+            )
+        })
+        .collect();
+    if rows.is_empty() {
+        rows.push(Row::new(measure, secs_summary(&ours)));
+    }
+    rows[0] = rows[0].clone().goal(goal, Verdict::all(&verdicts));
+    rows.push(Row::new(measure, secs_summary(&ours)).against(
+        "seeds' SQL (1 s poll)",
+        secs_summary(&theirs),
+        format!("p99 {}", times(ratio(ours.p99, theirs.p99))),
+    ));
+    let frac = |s: &Summary| {
+        format!(
+            "{} / {}",
+            times(s.p50.map(|v| v / ttl)),
+            times(s.p99.map(|v| v / ttl))
+        )
+    };
+    let mut who: Vec<&str> = crashes.iter().map(|(p, _)| p.name).collect();
+    let mut figures: Vec<String> = crashes.iter().map(|(_, s)| frac(s)).collect();
+    who.push("seeds' SQL");
+    figures.push(frac(&theirs));
+    rows.push(Row::new("crash failover as × ttl", frac(&ours)).against(
+        who.join("; "),
+        figures.join("; "),
+        "",
+    ));
+    Ok(rows)
+}
+
+/// The graceful handover rows of one backend, beside the peers.
+pub async fn handover_rows(
+    plan: &Plan,
+    target: &Target,
+    peers: &[Peer],
+) -> Result<Vec<Row>, String> {
+    let ours = measure(
+        &tenure_setup(plan, target, &format!("{}-handover", target.engine.key())),
+        Scenario::Handover,
+        plan.trials,
+        &format!("{} tenure handover", target.engine.key()),
+    )
+    .await?;
+    let measure = "graceful handover p50 / p99";
+    let mut rows: Vec<Row> = peers
+        .iter()
+        .filter_map(|p| {
+            let e = p.handover.as_ref()?;
+            Some(Row::new(measure, millis_summary(&ms(&ours))).against(
+                p.hands_over,
+                millis_summary(&ms(e)),
+                format!("p99 {}", times(ratio(ours.p99, e.p99))),
+            ))
+        })
+        .collect();
+    if rows.is_empty() {
+        rows.push(Row::new(measure, millis_summary(&ms(&ours))));
+    }
+    // Every backend wakes its followers at a release: NOTIFY on PostgreSQL, the doorbell
+    // file on SQLite, the named-lock bells on MySQL.
+    rows[0] = rows[0]
+        .clone()
+        .goal("p99 ≤ 50 ms", at_most(ours.p99, 0.050));
+    Ok(rows)
 }

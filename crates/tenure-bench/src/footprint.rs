@@ -1,8 +1,10 @@
 //! Footprint of `tenure run`: the supervisor's RSS while it leads, and the time from its start
-//! to its child's start (on a vacant name).
+//! to its child's start (on a vacant name), and the backend's [`rows`] of them.
 
+use crate::db::{Engine, Target};
+use crate::plan::Plan;
 use crate::procs::{mono_ns, rss_kb, Proc, Stamps};
-use crate::report::Summary;
+use crate::report::{at_most, millis_summary, ms, Row, Summary};
 use nix::sys::signal::Signal;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -92,4 +94,44 @@ pub async fn measure(
         startup: Summary::of(&startups, failed),
         rss_kb: rss_max,
     })
+}
+
+/// The footprint rows of one backend: the supervisor's RSS and its start-up time.
+pub async fn rows(plan: &Plan, target: &Target) -> Result<Vec<Row>, String> {
+    let (db, label) = match target.engine {
+        Engine::Sqlite => (
+            Database::SqliteDefault {
+                state_home: plan.dir.join("state"),
+            },
+            "the SQLite default",
+        ),
+        _ => (
+            Database::Url {
+                url: target.url.clone(),
+                prefix: target.prefix.clone(),
+            },
+            "this backend",
+        ),
+    };
+    let f = measure(
+        &plan.tenure,
+        &plan.bench,
+        &db,
+        &plan.dir,
+        plan.footprint_trials,
+        target.engine.key(),
+    )
+    .await?;
+    let rss_mib = f.rss_kb.map(|k| k as f64 / 1024.0);
+    Ok(vec![
+        Row::new(
+            "`tenure run` supervisor RSS while leading",
+            rss_mib.map_or("-".into(), |m| format!("{m:.1} MiB")),
+        )
+        .goal("≤ 15 MiB", at_most(rss_mib, 15.0)),
+        Row::new(
+            format!("`tenure run` start → child started ({label}) p50 / p99"),
+            millis_summary(&ms(&f.startup)),
+        ),
+    ])
 }

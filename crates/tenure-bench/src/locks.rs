@@ -2,14 +2,17 @@
 //! on eight concurrent tasks (each on its own lock name): tenure's `Locks::try_lock` +
 //! `LockGuard::release`, the raw SQL of [`crate::raw`], and etcd through its gateway. (kazoo's
 //! Lock runs in Python processes of its own: [`crate::zookeeper::ZooKeeper::lock_cycles`].)
+//! [`rows`] sets tenure's figures beside raw SQL's and the peers'.
 
+use crate::db::{Engine, Target};
 use crate::etcd::Http;
+use crate::peer::Peer;
+use crate::plan::Plan;
 use crate::raw::Raw;
-use crate::report::percentile;
-use serde::Serialize;
+use crate::report::{at_least, cycles, ratio, times, Row, Throughput};
 use std::sync::Arc;
 use std::time::Duration;
-use tenure::{LockOptions, Locks};
+use tenure::{LockOptions, Locks, Store, StoreOptions};
 use tokio::time::Instant;
 
 /// What takes and releases.
@@ -52,18 +55,6 @@ impl System {
             }
         }
     }
-}
-
-/// Cycles per second and latency of one configuration.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct Throughput {
-    pub tasks: usize,
-    pub cycles: usize,
-    pub per_second: f64,
-    pub p50_ms: Option<f64>,
-    pub p99_ms: Option<f64>,
-    pub errors: usize,
-    pub first_error: Option<String>,
 }
 
 /// Lock names of task `i`.
@@ -119,54 +110,65 @@ pub async fn measure(
     Throughput::merge(tasks, run, parts)
 }
 
-impl Throughput {
-    /// The figures of every task's `(latencies in ms, errors, first error)`.
-    pub fn merge(
-        tasks: usize,
-        run: Duration,
-        parts: impl IntoIterator<Item = (Vec<f64>, usize, Option<String>)>,
-    ) -> Throughput {
-        let mut all = Vec::new();
-        let (mut errors, mut first_error) = (0, None);
-        for (latencies, e, first) in parts {
-            all.extend(latencies);
-            errors += e;
-            first_error = first_error.or(first);
-        }
-        Throughput {
-            tasks,
-            cycles: all.len(),
-            per_second: all.len() as f64 / run.as_secs_f64(),
-            p50_ms: percentile(&all, 50.0),
-            p99_ms: percentile(&all, 99.0),
-            errors,
-            first_error,
+/// The lock-cycle rows of one backend: tenure beside raw SQL and the peers, at 1 and 8 tasks.
+pub async fn rows(plan: &Plan, target: &Target, peers: &[Peer]) -> Result<Vec<Row>, String> {
+    let key = target.engine.key();
+    let warmup = Duration::from_millis(500);
+    let store = Store::connect_with(
+        &target.url,
+        StoreOptions::default().table_prefix(target.prefix.clone()),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let tenure = Arc::new(System::Tenure(
+        Locks::with_holder(store, "bench-locks").map_err(|e| e.to_string())?,
+    ));
+    let names: Vec<String> = (0..8).map(lock_name).collect();
+    // The library's pools: SQLite one connection, the servers eight.
+    let connections = if target.engine == Engine::Sqlite {
+        1
+    } else {
+        8
+    };
+    let raw = Arc::new(System::Raw(
+        Raw::prepare(target, connections, &names).await?,
+    ));
+    let mut rows = Vec::new();
+    for tasks in [1, 8] {
+        let ours = measure(tenure.clone(), tasks, warmup, plan.lock_run).await;
+        eprintln!(
+            "  {key} tenure lock cycles, {tasks} task(s): {}",
+            cycles(&ours)
+        );
+        let base = measure(raw.clone(), tasks, warmup, plan.lock_run).await;
+        eprintln!(
+            "  {key} raw SQL lock cycles, {tasks} task(s): {}",
+            cycles(&base)
+        );
+        let measure = if tasks == 1 {
+            "lock cycles, 1 task".to_string()
+        } else {
+            format!("lock cycles, {tasks} tasks")
+        };
+        let r = ratio(Some(ours.per_second), Some(base.per_second));
+        rows.push(
+            Row::new(&measure, cycles(&ours))
+                .against("raw SQL (2 statements)", cycles(&base), times(r))
+                .goal("≥ 0.80× raw SQL", at_least(r, 0.8)),
+        );
+        for p in peers {
+            let theirs = if tasks == 1 { &p.locks1 } else { &p.locks8 };
+            if let Some(e) = theirs {
+                rows.push(Row::new(&measure, cycles(&ours)).against(
+                    p.locks,
+                    cycles(e),
+                    times(ratio(Some(ours.per_second), Some(e.per_second))),
+                ));
+            }
         }
     }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tasks_merge_into_one_figure() {
-        let t = Throughput::merge(
-            2,
-            Duration::from_secs(2),
-            [
-                (vec![1.0, 3.0], 0, None),
-                (vec![2.0, 4.0], 2, Some("busy".to_string())),
-                (vec![], 1, Some("later".to_string())),
-            ],
-        );
-        assert_eq!((t.tasks, t.cycles, t.errors), (2, 4, 3));
-        assert_eq!(t.per_second, 2.0);
-        assert_eq!((t.p50_ms, t.p99_ms), (Some(2.0), Some(4.0)));
-        assert_eq!(t.first_error.as_deref(), Some("busy"));
-        assert_eq!(
-            Throughput::merge(1, Duration::from_secs(1), []).p50_ms,
-            None
-        );
+    if let System::Raw(raw) = &*raw {
+        raw.close().await;
     }
+    Ok(rows)
 }

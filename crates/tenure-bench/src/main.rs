@@ -14,6 +14,8 @@ mod etcd;
 mod failover;
 mod footprint;
 mod locks;
+mod peer;
+mod plan;
 mod plot;
 mod procs;
 mod raw;

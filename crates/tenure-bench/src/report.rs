@@ -1,7 +1,9 @@
-//! Percentiles, PASS/MISS verdicts and the tables printed per backend. Pure: no IO but
+//! Percentiles, the figures of a measurement ([`Summary`] of trials, [`Throughput`] of lock
+//! cycles), PASS/MISS verdicts and the tables printed per backend. Pure: no IO but
 //! [`Table::render`]'s string.
 
 use serde::Serialize;
+use std::time::Duration;
 
 /// The `p`-th percentile (0..=100) of `samples` by the nearest-rank method: the smallest
 /// sample with at least p % of the samples at or below it. `None` for no samples.
@@ -32,6 +34,71 @@ impl Summary {
             ok: samples.len(),
             failed,
         }
+    }
+}
+
+/// Cycles per second and latency of one configuration.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Throughput {
+    pub tasks: usize,
+    pub cycles: usize,
+    pub per_second: f64,
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub errors: usize,
+    pub first_error: Option<String>,
+}
+
+impl Throughput {
+    /// The figures of every task's `(latencies in ms, errors, first error)`.
+    pub fn merge(
+        tasks: usize,
+        run: Duration,
+        parts: impl IntoIterator<Item = (Vec<f64>, usize, Option<String>)>,
+    ) -> Throughput {
+        let mut all = Vec::new();
+        let (mut errors, mut first_error) = (0, None);
+        for (latencies, e, first) in parts {
+            all.extend(latencies);
+            errors += e;
+            first_error = first_error.or(first);
+        }
+        Throughput {
+            tasks,
+            cycles: all.len(),
+            per_second: all.len() as f64 / run.as_secs_f64(),
+            p50_ms: percentile(&all, 50.0),
+            p99_ms: percentile(&all, 99.0),
+            errors,
+            first_error,
+        }
+    }
+}
+
+/// Lock cycles as the tables show them: per second, p50 and p99, and errors if any.
+pub fn cycles(t: &Throughput) -> String {
+    let mut s = format!(
+        "{}/s (p50 {:.2} ms, p99 {:.2} ms)",
+        count(Some(t.per_second)),
+        t.p50_ms.unwrap_or(f64::NAN),
+        t.p99_ms.unwrap_or(f64::NAN)
+    );
+    if t.errors > 0 {
+        s.push_str(&format!(
+            " [{} errors: {}]",
+            t.errors,
+            t.first_error.as_deref().unwrap_or("?")
+        ));
+    }
+    s
+}
+
+/// A summary in seconds as one in milliseconds.
+pub fn ms(s: &Summary) -> Summary {
+    Summary {
+        p50: s.p50.map(|v| v * 1e3),
+        p99: s.p99.map(|v| v * 1e3),
+        ..s.clone()
     }
 }
 
@@ -280,6 +347,27 @@ mod tests {
         assert_eq!((s.p50, s.p99, s.ok, s.failed), (Some(1.0), Some(2.0), 2, 1));
         assert_eq!(secs_summary(&s), "1.000 s / 2.000 s (1 failed)");
         assert_eq!(millis_summary(&Summary::of(&[], 0)), "- / -");
+    }
+
+    #[test]
+    fn tasks_merge_into_one_figure() {
+        let t = Throughput::merge(
+            2,
+            Duration::from_secs(2),
+            [
+                (vec![1.0, 3.0], 0, None),
+                (vec![2.0, 4.0], 2, Some("busy".to_string())),
+                (vec![], 1, Some("later".to_string())),
+            ],
+        );
+        assert_eq!((t.tasks, t.cycles, t.errors), (2, 4, 3));
+        assert_eq!(t.per_second, 2.0);
+        assert_eq!((t.p50_ms, t.p99_ms), (Some(2.0), Some(4.0)));
+        assert_eq!(t.first_error.as_deref(), Some("busy"));
+        assert_eq!(
+            Throughput::merge(1, Duration::from_secs(1), []).p50_ms,
+            None
+        );
     }
 
     #[test]

@@ -2,15 +2,19 @@
 //! candidates on one name in one process (database calls per second).
 //!
 //! The many-locks holder is a process of its own (`tenure-bench hold-leases`, answering one
-//! JSON line), so that its CPU time and RSS are the holder's alone.
+//! JSON line), so that its CPU time and RSS are the holder's alone; [`held_by_helper`] runs it
+//! and reads its answer. [`rows`] makes the backend's rows of the table.
 
 use crate::db::{counters, Counters, Engine, Target};
-use crate::procs::{own_cpu, rss_kb};
+use crate::plan::Plan;
+use crate::procs::{own_cpu, rss_kb, Proc};
+use crate::report::{count, Row, Verdict};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Duration;
 use tenure::backend::{CountingBackend as Counting, Counts};
 use tenure::{Elector, LockOptions, Locks, Store, StoreOptions, Timing};
+use tokio::process::Command;
 use tokio::time::Instant;
 
 /// What `hold-leases` measured over its window.
@@ -211,6 +215,209 @@ pub async fn crowd(
             .collect(),
         leader_found,
     })
+}
+
+/// Runs `tenure-bench hold-leases` (`leases` locks with ttl `at_most` on tables `prefix`,
+/// watched for `intervals` renew intervals) and reads its answer; gives up on it once it has
+/// taken longer than `acquire_within` plus its window.
+#[allow(clippy::too_many_arguments)]
+pub async fn held_by_helper(
+    plan: &Plan,
+    target: &Target,
+    prefix: &str,
+    leases: usize,
+    at_most: Duration,
+    intervals: u32,
+    acquire_within: Duration,
+) -> Result<Held, String> {
+    let out = plan
+        .dir
+        .join(format!("hold-{}-{leases}.json", target.engine.key()));
+    let mut c = Command::new(&plan.bench);
+    c.arg("hold-leases")
+        .arg("--url")
+        .arg(&target.url)
+        .arg("--prefix")
+        .arg(prefix)
+        .arg("--leases")
+        .arg(leases.to_string())
+        .arg("--at-most")
+        .arg(format!("{}ms", at_most.as_millis()))
+        .arg("--intervals")
+        .arg(intervals.to_string())
+        .arg("--out")
+        .arg(&out);
+    let mut proc = Proc::spawn(c, &plan.dir.join("hold-leases.log")).map_err(|e| e.to_string())?;
+    // Its window, and the settling of the servers' counters before it (11 s at most).
+    let window = at_most / 4 * intervals + Duration::from_secs(30);
+    let bound = acquire_within + window;
+    let status = tokio::time::timeout(bound, proc.child.wait())
+        .await
+        .map_err(|_| {
+            format!(
+                "{leases} leases not taken and watched within {:.0} s (--curve-acquire-within {:.0} s)",
+                bound.as_secs_f64(),
+                acquire_within.as_secs_f64()
+            )
+        })?
+        .map_err(|e| e.to_string())?;
+    if !status.success() {
+        let log = std::fs::read_to_string(plan.dir.join("hold-leases.log")).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(3).collect();
+        return Err(format!(
+            "hold-leases failed ({status}): {}",
+            tail.join(" / ")
+        ));
+    }
+    let text = std::fs::read_to_string(&out).map_err(|e| e.to_string())?;
+    serde_json::from_str(&text).map_err(|e| e.to_string())
+}
+
+// === the rows of the tables ===
+
+/// The scale rows of one backend: many locks held by one process, many candidates on one
+/// name; and the note on how they were counted.
+pub async fn rows(plan: &Plan, target: &Target) -> Result<(Vec<Row>, Vec<String>), String> {
+    let key = target.engine.key();
+    let at_most = Duration::from_secs(10);
+    let prefix = format!("{}s_", target.prefix);
+    let held = held_by_helper(
+        plan,
+        target,
+        &prefix,
+        plan.leases,
+        at_most,
+        plan.scale_intervals,
+        Duration::from_secs(270),
+    )
+    .await?;
+    eprintln!(
+        "  {key} {} leases: acquired in {:.1} s; {} batches, {} applies in {:.1} intervals; server {:?}; CPU {:.2} s; RSS {} kB",
+        held.leases, held.acquire_s, held.batches, held.applies, held.intervals, held.server, held.cpu_s, held.rss_kb
+    );
+    let n = count(Some(held.leases as f64));
+    let per_interval = held.statements_per_interval();
+    let server_note = server_per_interval(target.engine, &held);
+    let mut rows = vec![
+        Row::new(
+            format!("{n} locks held: statements per renew interval"),
+            format!(
+                "{per_interval:.1} ({:.2} batches × {}){}",
+                held.batches as f64 / held.intervals,
+                held.statements_per_batch,
+                if held.applies > 0 {
+                    format!(", +{} other calls", held.applies)
+                } else {
+                    String::new()
+                }
+            ),
+        )
+        .against("server-side count", server_note, "")
+        .goal(
+            "≤ 10",
+            at_most_f(per_interval, 10.0, held.still_held == held.leases),
+        ),
+        Row::new(
+            format!("{n} locks held: CPU, RSS"),
+            format!(
+                "{:.1} % of a core, {:.1} MiB RSS (slowest batch {:.0} ms, {} of {} still held)",
+                100.0 * held.cpu_s / held.window_s,
+                held.rss_kb as f64 / 1024.0,
+                held.slowest_batch_ms,
+                held.still_held,
+                held.leases
+            ),
+        ),
+        Row::new(
+            format!("{n} locks: taking them all"),
+            format!("{:.1} s with 8 tasks", held.acquire_s),
+        ),
+    ];
+    let crowd_target = Target {
+        prefix: format!("{}c_", target.prefix),
+        ..target.clone()
+    };
+    let crowd = crowd(
+        &crowd_target,
+        plan.candidates,
+        plan.opts.ttl,
+        plan.crowd_window,
+    )
+    .await?;
+    eprintln!(
+        "  {key} {} candidates: {:.0} calls/s, server {:?}",
+        crowd.candidates, crowd.calls_per_s, crowd.server_per_s
+    );
+    let server: Vec<String> = crowd
+        .server_per_s
+        .iter()
+        .map(|(k, v)| format!("{k} {v:.0}/s"))
+        .collect();
+    rows.push(
+        Row::new(
+            format!(
+                "{} candidates on one name: database calls",
+                crowd.candidates
+            ),
+            format!("{:.0} transactions/s", crowd.calls_per_s),
+        )
+        .against(
+            "server-side count",
+            if server.is_empty() {
+                "-".into()
+            } else {
+                server.join(", ")
+            },
+            "",
+        ),
+    );
+    let notes = vec![format!(
+        "Scale ({key}): the {n} locks have at_most 10 s (renewed every 2.5 s), watched for {} \
+         renew intervals in their own process; the {} candidates use ttl {:?}. Statements per \
+         interval are the library's calls (counted by `tenure::backend::CountingBackend`) times the \
+         statements of one batch; {}",
+        plan.scale_intervals,
+        crowd.candidates,
+        plan.opts.ttl,
+        match target.engine {
+            Engine::Postgres => "the server-side figures are deltas of pg_stat_user_tables for the run's own lease table (scans = sequential and index scans of it: a renewal probes the index once per name of its IN list; writes = rows written) and of pg_stat_database.xact_commit (whole database: other clients count too).",
+            Engine::MySql => "the server-side figures are deltas of the server's global Questions / Com_update / Com_commit: other clients of the server count too.",
+            Engine::Sqlite => "SQLite has no server-side counter: the wrapper's count is the only one.",
+        }
+    )];
+    Ok((rows, notes))
+}
+
+fn at_most_f(v: f64, limit: f64, all_held: bool) -> Verdict {
+    Verdict::from(v <= limit && all_held)
+}
+
+fn server_per_interval(engine: Engine, held: &Held) -> String {
+    let get = |k: &str| {
+        held.server
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| *v as f64 / held.intervals)
+    };
+    match engine {
+        Engine::Postgres => format!(
+            "{} statements on the lease table, {} rows written, {} commits (db-wide) per interval",
+            secs_free(get("scans")),
+            count(get("writes")),
+            secs_free(get("xact_commit"))
+        ),
+        Engine::MySql => format!(
+            "{} UPDATEs, {} queries (server-wide) per interval",
+            secs_free(get("com_update")),
+            secs_free(get("questions"))
+        ),
+        Engine::Sqlite => "-".into(),
+    }
+}
+
+/// A per-interval figure with one decimal.
+fn secs_free(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.1}"))
 }
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 //! its own config and data dir, on a free port), killed when dropped, and kazoo's Election and
 //! Lock recipes run by `peers/zk_peer.py` (embedded, written to the run's directory).
 
-use crate::locks::Throughput;
 use crate::procs::{mono_ns, Proc};
+use crate::report::Throughput;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -10,7 +10,8 @@ Exit codes:
   0    success (tenure run: the command's own status is passed through)
   1    leader --am-i: the candidate does not lead
   64   usage or configuration error (bad name, id, prefix, URL, timing; missing tables)
-  69   database unreachable, or it refused the credentials
+  69   database unreachable, or it refused the credentials (also: CMD exited
+       but its release failed; the name stays held until its lease expires)
   70   internal error
   73   not acquired: --no-wait or --timeout gave up
   75   leadership lost while the command ran, or given up after failed health checks
@@ -19,7 +20,7 @@ Exit codes:
 
 /// Leader election and cluster locks on the database you already run.
 #[derive(Debug, Parser)]
-#[command(name = "tenure", version, after_help = EXIT_CODES)]
+#[command(name = "tenure", version = env!("TENURE_VERSION"), after_help = EXIT_CODES)]
 pub struct Cli {
     #[command(flatten)]
     pub global: Global,
@@ -116,11 +117,24 @@ pub enum Command {
     /// Serve the HTTP API, Prometheus metrics, leader-check and a status page; with
     /// --campaign, campaign for those names as a sidecar.
     Serve(ServeArgs),
+    /// Print the shell completion script for SHELL (bash, zsh, fish, elvish, powershell).
+    Completions(CompletionsArgs),
+    /// Print the manual page of tenure or of one command (roff), write them all to a
+    /// directory, or print every command's --help as one Markdown page.
+    Man(ManArgs),
 }
 
+/// Every duration flag: humantime's syntax, at most [`tenure::validate::MAX_DURATION`] (each
+/// flag's own rule, such as the ttl's, is checked where it is used).
 fn duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s)
-        .map_err(|e| format!("{e}; expected a duration such as 500ms, 10s or 2m"))
+    let d = humantime::parse_duration(s)
+        .map_err(|e| format!("{e}; expected a duration such as 500ms, 10s or 2m"))?;
+    if d > tenure::validate::MAX_DURATION {
+        return Err(format!(
+            "{s} is out of range: at most 100 years (3153600000s)"
+        ));
+    }
+    Ok(d)
 }
 
 #[derive(Debug, Args)]
@@ -221,7 +235,8 @@ pub struct LockArgs {
     pub name: String,
     #[command(flatten)]
     pub lease: LeaseArgs,
-    /// The lock stays unavailable until this long after it was taken, even once released.
+    /// The lock stays unavailable until this long after it was taken, even once released
+    /// (at most 100 years; if the release fails, tenure exits 69 and only the ttl holds it).
     #[arg(long, default_value = "0s", value_parser = duration)]
     pub at_least: Duration,
     /// A semaphore: up to N holders at once (permit i is the lease NAME#i).
@@ -244,14 +259,14 @@ pub struct LockArgs {
 
 #[derive(Debug, Args)]
 pub struct EveryArgs {
-    /// `DUR NAME` — the interval (e.g. 1s or 5m; ticks fall on multiples of it since the Unix
-    /// epoch, by the database's clock) and the schedule's name (also its election's); or just
-    /// `NAME` with --cron.
-    #[arg(required = true, num_args = 1..=2, value_name = "DUR] [NAME")]
-    pub schedule: Vec<String>,
-    /// A cron expression (UTC, with seconds: "0 */5 * * * *") instead of an interval.
+    /// The interval, e.g. 1s or 5m (ticks fall on multiples of it since the Unix epoch, by the
+    /// database's clock); with --cron, a cron expression.
+    pub schedule: String,
+    /// The schedule's name (also its election's).
+    pub name: String,
+    /// SCHEDULE is a cron expression (UTC, with seconds: "0 */5 * * * *"), not an interval.
     #[arg(long)]
-    pub cron: Option<String>,
+    pub cron: bool,
     #[command(flatten)]
     pub lease: LeaseArgs,
     #[command(flatten)]
@@ -343,6 +358,27 @@ impl Dialect {
             Dialect::Sqlite => tenure::BackendKind::Sqlite,
         }
     }
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// The command whose page to print (e.g. run for tenure-run(1)); default: tenure(1).
+    #[arg(conflicts_with_all = ["dir", "markdown"])]
+    pub command: Option<String>,
+    /// Write every page (tenure.1, tenure-run.1, …) into this directory instead.
+    #[arg(long, value_name = "DIR", conflicts_with = "markdown")]
+    pub dir: Option<std::path::PathBuf>,
+    /// Print every command's --help, verbatim, as one Markdown page instead
+    /// (docs/reference/cli.md is this page).
+    #[arg(long)]
+    pub markdown: bool,
 }
 
 #[derive(Debug, Args)]

@@ -54,7 +54,7 @@ impl From<tenure::Error> for Failure {
             | E::SchemaMissing { .. }
             | E::SchemaTooNew { .. }
             | E::UnknownName(_) => USAGE,
-            E::Connect { .. } | E::Timeout(_) | E::Database(_) => UNAVAILABLE,
+            e if e.is_transient() => UNAVAILABLE,
             _ => INTERNAL,
         };
         Failure::new(code, err.to_string())

@@ -15,64 +15,10 @@ use crate::exit::Failure;
 use crate::health::HealthCheck;
 use crate::supervise::{exit_code, spawn_failure_code, Isolation, Supervised};
 use nix::sys::signal::Signal;
-use std::future::Future;
 use std::time::Duration;
-use tenure::{LeaderGuard, LockGuard, Timing};
+use tenure::{Guard, Timing};
 use tokio::signal::unix::{signal, Signal as SignalStream, SignalKind};
 use tokio::time::{sleep_until, Instant};
-
-/// A tenure a command can run under: an elector's or a lock's.
-pub trait Held {
-    fn term(&self) -> u64;
-    fn candidate(&self) -> &str;
-    fn deadline(&self) -> Instant;
-    fn lost(&self) -> impl Future<Output = ()> + '_;
-    fn release(self) -> impl Future<Output = tenure::Result<()>>;
-    /// Releases with `reason` as the detail of the history's `released` event.
-    fn release_because(self, reason: String) -> impl Future<Output = tenure::Result<()>>;
-}
-
-impl Held for LeaderGuard {
-    fn term(&self) -> u64 {
-        LeaderGuard::term(self)
-    }
-    fn candidate(&self) -> &str {
-        LeaderGuard::candidate(self)
-    }
-    fn deadline(&self) -> Instant {
-        LeaderGuard::deadline(self)
-    }
-    fn lost(&self) -> impl Future<Output = ()> + '_ {
-        LeaderGuard::lost(self)
-    }
-    fn release(self) -> impl Future<Output = tenure::Result<()>> {
-        LeaderGuard::release(self)
-    }
-    fn release_because(self, reason: String) -> impl Future<Output = tenure::Result<()>> {
-        LeaderGuard::release_because(self, reason)
-    }
-}
-
-impl Held for LockGuard {
-    fn term(&self) -> u64 {
-        LockGuard::term(self)
-    }
-    fn candidate(&self) -> &str {
-        LockGuard::holder(self)
-    }
-    fn deadline(&self) -> Instant {
-        LockGuard::deadline(self)
-    }
-    fn lost(&self) -> impl Future<Output = ()> + '_ {
-        LockGuard::lost(self)
-    }
-    fn release(self) -> impl Future<Output = tenure::Result<()>> {
-        LockGuard::release(self)
-    }
-    fn release_because(self, reason: String) -> impl Future<Output = tenure::Result<()>> {
-        LockGuard::release_because(self, reason)
-    }
-}
 
 /// The signals tenure forwards to the command (and then exits after it).
 pub struct Signals {
@@ -136,6 +82,24 @@ pub enum Ended {
     /// The health check failed too often: the command was stopped and the lease released
     /// with the reason.
     Unhealthy,
+    /// The command exited by itself with this code, but the release failed: the tenure stays
+    /// held until its lease expires, and a minimum hold time (`--at-least`) beyond that is not
+    /// kept. Not a success: see [`unreleased`].
+    Unreleased(u8, tenure::Error),
+}
+
+/// The failure of a command whose tenure of `name` could not be released after it exited with
+/// `code`: the exit code of the database error (69 when the database failed), one line.
+pub fn unreleased(name: &str, code: u8, error: tenure::Error) -> Failure {
+    let exit = Failure::from(error);
+    Failure::new(
+        exit.code,
+        format!(
+            "the command exited with {code}, but releasing {name:?} failed ({}); it stays held \
+             until its lease expires",
+            exit.message
+        ),
+    )
 }
 
 /// What to run and how.
@@ -158,8 +122,8 @@ pub struct Job<'a> {
 /// Runs the command for one tenure and returns how it ended. The guard is released when the
 /// command exits by itself (if asked), and dropped (so the elector may release on a
 /// step-down) once the command is dead.
-pub async fn run_while_held<H: Held>(
-    guard: H,
+pub async fn run_while_held<G: Guard>(
+    guard: G,
     job: &Job<'_>,
     signals: &mut Signals,
 ) -> Result<Ended, Failure> {
@@ -195,8 +159,8 @@ pub async fn run_while_held<H: Held>(
     ended
 }
 
-async fn supervise_until_ended<H: Held>(
-    guard: H,
+async fn supervise_until_ended<G: Guard>(
+    guard: G,
     job: &Job<'_>,
     env: &[(&str, String)],
     signals: &mut Signals,
@@ -235,7 +199,8 @@ async fn supervise_until_ended<H: Held>(
                 if job.release_on_exit {
                     // At once, so that a follower takes over (graceful handover).
                     if let Err(e) = guard.release().await {
-                        tracing::warn!(error = %e, "release failed; the lease will expire");
+                        tracing::error!(name = %job.name, term, error = %e, "release failed; the lease stays held until it expires");
+                        return Ok(Ended::Unreleased(code, e));
                     }
                 }
                 return Ok(Ended::Exited(code));

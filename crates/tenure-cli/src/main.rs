@@ -8,6 +8,7 @@
 //! - `commands/`: one file per command.
 //! - `sd_notify`: readiness and status for systemd (`NOTIFY_SOCKET`).
 //! - `health`: the health check that leadership follows (`--health-cmd`).
+//! - `manual`: man pages, shell completions and the Markdown reference, generated from `cli`.
 //! - `lead`: running a command while a tenure is held; `supervise`: its keeper, init and
 //!   PID namespace, so that nothing it starts outlives the tenure.
 
@@ -18,6 +19,7 @@ mod exit;
 mod health;
 mod lead;
 mod logging;
+mod manual;
 mod output;
 mod sd_notify;
 mod serve;

@@ -185,6 +185,10 @@ async fn py_consul_client(kind: BackendKind) {
         .arg(server.addr.ip().to_string())
         .arg(server.addr.port().to_string())
         .arg(TOKEN)
+        // Its last check runs `tenure demote` on the server's database.
+        .env("TENURE_BIN", env!("CARGO_BIN_EXE_tenure"))
+        .env("TENURE_DATABASE_URL", &db.url)
+        .env("TENURE_TABLE_PREFIX", &db.prefix)
         .output()
         .expect("run python3");
     eprintln!(
@@ -236,9 +240,16 @@ async fn a_stopping_server_leaves(kind: BackendKind) {
     let status = server.terminate(Duration::from_secs(15)).expect("exits");
     assert!(status.success(), "{status:?}\n{}", server.stderr());
 
-    let store = &db.store;
-    let call = |request: Request| async move {
-        store.consul(&request, "test").await.expect("consul").reply
+    let consul = tenure::consul::Consul::new(db.store.clone());
+    let call = |request: Request| {
+        let consul = consul.clone();
+        async move {
+            consul
+                .request(&request, "test")
+                .await
+                .expect("consul")
+                .reply
+        }
     };
     let Answered::Sessions(left) = call(Request::Sessions(None)).await else {
         panic!("sessions");

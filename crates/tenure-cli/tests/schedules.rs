@@ -189,3 +189,37 @@ fn semaphore_of_three(kind: BackendKind) {
 }
 
 per_backend!(every_tick_exactly_once, semaphore_of_three);
+
+/// A release that fails is not reported as success: the command exits 0, its lock's release
+/// fails (the command renamed the lease table away), and `tenure lock` exits 69 with one line
+/// that says the lock stays held.
+#[test]
+fn lock_release_failure_is_an_error() {
+    let Some(db) = db(BackendKind::Sqlite) else {
+        return;
+    };
+    let file = db.url.trim_start_matches("sqlite://").to_string();
+    let script = format!(
+        "import sqlite3; c = sqlite3.connect({file:?}); \
+         c.execute('ALTER TABLE {p}lease RENAME TO {p}gone'); c.commit()",
+        p = db.prefix
+    );
+    let out = db.run(&[
+        "lock",
+        "nightly",
+        "--at-least",
+        "1h",
+        "--",
+        "python3",
+        "-c",
+        &script,
+    ]);
+    out.expect_code(69);
+    let lines = out.message_lines();
+    let last = lines.last().expect("a message");
+    assert!(
+        last.starts_with("tenure: the command exited with 0, but releasing \"nightly\" failed")
+            && last.contains("it stays held until its lease expires"),
+        "{out}"
+    );
+}

@@ -122,6 +122,27 @@ impl EventLog {
         });
     }
 
+    /// Records that the nemesis began `fault` on `target` now; returns that instant.
+    pub fn fault_start(&self, fault: &str, target: &str) -> u64 {
+        let t = crate::clock::now_ns();
+        self.record_at(
+            t,
+            Kind::FaultStart {
+                fault: fault.into(),
+                target: target.into(),
+            },
+        );
+        t
+    }
+
+    /// Records that the nemesis ended `fault` on `target` now.
+    pub fn fault_end(&self, fault: &str, target: &str) {
+        self.record(Kind::FaultEnd {
+            fault: fault.into(),
+            target: target.into(),
+        });
+    }
+
     /// Records `kind` now, about `lock`, by `guard` (a lock guard of this node).
     pub fn record_lock(&self, guard: &str, lock: &str, kind: Kind) {
         self.write(Event {

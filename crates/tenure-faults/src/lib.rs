@@ -14,3 +14,4 @@ pub mod report;
 pub mod resource;
 pub mod runner;
 pub mod scenario;
+pub mod target;

@@ -1,7 +1,8 @@
 //! Profiles: which scenarios run, how long, on which backends.
 
-use crate::runner::{self, Outcome, Settings, Target};
+use crate::runner::{self, Outcome, Settings};
 use crate::scenario::{self, Scenario};
+use crate::target::Target;
 use std::time::Duration;
 
 /// How long each scenario injects faults.

@@ -1,6 +1,7 @@
 //! The scenarios: one fault each, the backends it applies to, and what the checker asserts.
 
 use crate::checker::Expect;
+use crate::target::Target;
 use std::time::Duration;
 use tenure::BackendKind;
 
@@ -107,7 +108,7 @@ impl Scenario {
     /// Whether the fault exists on this backend (SQLite has no network and no server). Through
     /// a transaction pooler only the faults of the nodes' processes run (kill, pause, starve,
     /// clock): the database-side ones would act on the pooler's server connections.
-    pub fn applies_to(&self, target: &crate::runner::Target) -> bool {
+    pub fn applies_to(&self, target: &Target) -> bool {
         let kind = target.kind;
         if target.pooled {
             return matches!(

@@ -13,7 +13,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 use tenure::BackendKind;
 use tenure_faults::profile::{self, Profile};
-use tenure_faults::runner::{Settings, Target, LIBFAKETIME};
+use tenure_faults::runner::{Settings, LIBFAKETIME};
+use tenure_faults::target::Target;
 use tenure_faults::{dbserver, report, scenario};
 
 fn ci() -> bool {

@@ -39,7 +39,7 @@ pub(crate) struct View {
 
 impl Belief {
     /// A new belief in `term` until `deadline`.
-    pub fn new(term: u64, deadline: Instant) -> (Belief, View) {
+    pub(crate) fn new(term: u64, deadline: Instant) -> (Belief, View) {
         let (tx, rx) = watch::channel(deadline);
         let lost = CancellationToken::new();
         let view = View {
@@ -54,11 +54,11 @@ impl Belief {
         (belief, view)
     }
 
-    pub fn term(&self) -> u64 {
+    pub(crate) fn term(&self) -> u64 {
         self.term
     }
 
-    pub fn deadline(&self) -> Instant {
+    pub(crate) fn deadline(&self) -> Instant {
         *self.deadline.borrow()
     }
 
@@ -66,7 +66,7 @@ impl Belief {
     /// signal fired or its current deadline passed): then it fires the signal and returns
     /// false. The check and the move happen under the watch's lock, so no guard can have seen
     /// the belief ended before it is extended.
-    pub fn extend(&self, to: Instant) -> bool {
+    pub(crate) fn extend(&self, to: Instant) -> bool {
         let mut alive = false;
         self.deadline.send_if_modified(|current| {
             alive = !self.lost.is_cancelled() && Instant::now() < *current;
@@ -83,7 +83,7 @@ impl Belief {
     }
 
     /// Ends the belief now.
-    pub fn end(&self) {
+    pub(crate) fn end(&self) {
         self.lost.cancel();
     }
 }
@@ -97,24 +97,24 @@ impl Drop for Belief {
 
 impl View {
     /// The current local deadline.
-    pub fn deadline(&self) -> Instant {
+    pub(crate) fn deadline(&self) -> Instant {
         *self.deadline.borrow()
     }
 
     /// A token cancelled when the belief ends (at the deadline as soon as its owner runs).
-    pub fn token(&self) -> CancellationToken {
+    pub(crate) fn token(&self) -> CancellationToken {
         self.lost.clone()
     }
 
     /// Whether the belief has ended: the signal fired or the deadline has passed.
-    pub fn has_ended(&self) -> bool {
+    pub(crate) fn has_ended(&self) -> bool {
         // The clock is read before the watch's lock is taken: see `Belief::extend`.
         let now = Instant::now();
         self.lost.is_cancelled() || now >= *self.deadline.borrow()
     }
 
     /// Completes when the belief ends: the signal fires or the current deadline passes.
-    pub async fn ended(&self) {
+    pub(crate) async fn ended(&self) {
         let mut deadline = self.deadline.clone();
         loop {
             let at = *deadline.borrow_and_update();
@@ -185,13 +185,13 @@ pub(crate) struct Ledger {
 
 impl Ledger {
     /// Whether `term` may start a new belief: only a term higher than every one handed out.
-    pub fn may_hand_out(&self, term: u64) -> bool {
+    pub(crate) fn may_hand_out(&self, term: u64) -> bool {
         self.highest.is_none_or(|h| term > h)
     }
 
     /// Records that `term` was handed to a belief. An older stale term is moot: the database
     /// has moved past it.
-    pub fn handed_out(&mut self, term: u64) {
+    pub(crate) fn handed_out(&mut self, term: u64) {
         self.highest = Some(self.highest.map_or(term, |h| h.max(term)));
         if self.stale.is_some_and(|s| s < term) {
             self.stale = None;
@@ -200,26 +200,26 @@ impl Ledger {
 
     /// Records that the belief in `term` ended (or that `term` was granted too late to be
     /// believed): until a release of it lands, it is stale.
-    pub fn ended(&mut self, term: u64) {
+    pub(crate) fn ended(&mut self, term: u64) {
         self.highest = Some(self.highest.map_or(term, |h| h.max(term)));
         self.stale = Some(term);
     }
 
     /// The stale term, if any.
-    pub fn stale(&self) -> Option<u64> {
+    pub(crate) fn stale(&self) -> Option<u64> {
         self.stale
     }
 
     /// Records that `term` is no longer held by us in the database (released, or seen held by
     /// someone else or with another term).
-    pub fn gone(&mut self, term: u64) {
+    pub(crate) fn gone(&mut self, term: u64) {
         if self.stale == Some(term) {
             self.stale = None;
         }
     }
 
     /// Whether nothing needs remembering (for tables of many names).
-    pub fn is_idle(&self) -> bool {
+    pub(crate) fn is_idle(&self) -> bool {
         self.stale.is_none()
     }
 }
@@ -296,6 +296,7 @@ mod tests {
         };
         let applied = |ttl_ms| Applied {
             now,
+            epoch: Default::default(),
             lease: Some(lease(ttl_ms)),
             effect: Effect::Renewed,
         };

@@ -80,13 +80,6 @@ impl Timing {
     pub fn max_belief(&self) -> Duration {
         self.ttl - self.safety_margin
     }
-
-    /// The old name of [`max_belief`](Timing::max_belief).
-    #[doc(hidden)]
-    #[deprecated(since = "0.1.0", note = "renamed to `max_belief`")]
-    pub fn belief(&self) -> Duration {
-        self.max_belief()
-    }
 }
 
 /// Builds a [`Timing`]; unset values default from the ttl.

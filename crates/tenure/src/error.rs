@@ -123,6 +123,23 @@ pub enum Error {
         reason: String,
     },
 
+    /// No new tenure of `name` can begin: its next term would leave the database's current
+    /// epoch (2⁴⁰ tenures of one name on one PostgreSQL timeline, or 2⁶³ in all). Terms are
+    /// never wrapped or reused; nothing was written.
+    #[error(
+        "lease {name:?} has used every term of the database's current epoch (last term {term}, \
+         epoch floor {epoch_floor}): no term is reused, so no new tenure can begin; use another \
+         name (a new epoch, such as a PostgreSQL promotion, also makes room)"
+    )]
+    TermsExhausted {
+        /// The lease's name.
+        name: String,
+        /// Its last term.
+        term: u64,
+        /// The lowest term of the current epoch.
+        epoch_floor: u64,
+    },
+
     /// An admin operation named a name that has never been campaigned for.
     #[error("no lease named {0:?} has ever been held")]
     UnknownName(String),
@@ -130,10 +147,6 @@ pub enum Error {
     /// The elector's task has stopped.
     #[error("the elector has shut down")]
     Shutdown,
-
-    /// The Consul layer refused a request; nothing was written.
-    #[error("{0}")]
-    Consul(crate::consul::Refused),
 
     /// The backend does not implement this part of tenure (a test or wrapper backend).
     #[error("{0} is not supported by this backend")]
@@ -151,6 +164,59 @@ impl From<sqlx::Error> for Error {
     }
 }
 
+impl Error {
+    /// Whether trying again later may succeed: the database did not answer in time, could not
+    /// be reached, failed (a dropped connection, a conflict), or refused writes because it is
+    /// read-only (a failover may be under way). Bad input, missing tables, a lost lease or a
+    /// stopped elector are not transient. The effect of a transient failure may be unknown.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Error::Timeout(_) | Error::Connect { .. } | Error::Database(_) | Error::ReadOnly { .. }
+        )
+    }
+
+    /// Whether the database said that a table does not exist.
+    pub(crate) fn is_missing_table(&self) -> bool {
+        matches!(self, Error::Database(e) if is_missing_table(e))
+    }
+}
+
+// === what a database error means ===
+
+/// Whether an error is a transient conflict after which the whole transaction may simply be
+/// tried again: a unique violation (two creators of one row), a deadlock or a serialization
+/// failure. Nothing was committed in these cases.
+pub(crate) fn is_retryable(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Database(db) => {
+            matches!(db.kind(), sqlx::error::ErrorKind::UniqueViolation)
+                || matches!(db.code().as_deref(), Some("40001" | "40P01"))
+        }
+        _ => false,
+    }
+}
+
+/// Whether an error says that a table, index or type already exists (PostgreSQL's answer to
+/// a concurrent `CREATE … IF NOT EXISTS`).
+pub(crate) fn is_duplicate_object(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Database(db) => matches!(db.code().as_deref(), Some("42P07" | "42710")),
+        _ => false,
+    }
+}
+
+/// Whether an error says that a table does not exist.
+pub(crate) fn is_missing_table(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Database(db) => {
+            matches!(db.code().as_deref(), Some("42P01" | "42S02" | "1146"))
+                || db.message().contains("no such table")
+        }
+        _ => false,
+    }
+}
+
 /// Whether `e` is a server's refusal because it is read-only (see [`Error::ReadOnly`]).
 pub(crate) fn is_read_only(e: &sqlx::Error) -> bool {
     read_only_refusal(e).is_some()
@@ -159,7 +225,8 @@ pub(crate) fn is_read_only(e: &sqlx::Error) -> bool {
 /// What the server said, if `e` is its refusal to write because it is read-only.
 ///
 /// - PostgreSQL: SQLSTATE 25006 (`read_only_sql_transaction`), the answer of a hot standby
-///   and of a transaction under `default_transaction_read_only`.
+///   and of a transaction under `default_transaction_read_only`; and 55000 "recovery is in
+///   progress", a standby's answer to the timeline read every write begins with.
 /// - MySQL/MariaDB: 25006 as well (1792, a read-only transaction), or `HY000` with error 1290
 ///   or 1836 naming the read-only option or mode.
 /// - SQLite: result code 8 (`SQLITE_READONLY`) and its extended codes.
@@ -176,7 +243,8 @@ fn read_only_refusal(e: &sqlx::Error) -> Option<String> {
         && message.contains("readonly");
     let mysql_read_only = code.as_deref() == Some("HY000")
         && (message.contains("--read-only") || message.contains("READ ONLY mode"));
-    (code.as_deref() == Some("25006") || sqlite_read_only || mysql_read_only)
+    let standby = code.as_deref() == Some("55000") && message.contains("recovery is in progress");
+    (code.as_deref() == Some("25006") || standby || sqlite_read_only || mysql_read_only)
         .then(|| message.to_string())
 }
 

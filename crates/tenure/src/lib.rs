@@ -2,16 +2,17 @@
 //! MySQL/MariaDB or SQLite — with a fencing token for every tenure.
 //!
 //! # Guarantees
-//! - **P1** Terms per name are unique and strictly increase (while the database keeps its
-//!   commits). Every [`LeaderGuard`] has a term of its own.
-//! - **P2** Writes fenced with [`LeaderGuard::fence`] (or checked
-//!   by a resource that rejects lower terms) of an old tenure never land after a newer tenure
-//!   began, with no timing assumption.
-//! - **P3** With a healthy database clock and no pause longer than the safety margin, no two
-//!   candidates believe they lead at the same time.
-//! - **P4** Every ambiguity (timeout, dropped connection, late answer) resolves to "not leader";
-//!   loss is reported by the local deadline even when the database is unreachable.
-//! - **P5** Renew, release or step-down of a stale holder never change a successor's lease.
+//! In short (the exact statement, what the promises rest on and what is not promised:
+//! `docs/promises.md` in the repository):
+//! - **P1** Terms per name only go up, while the database keeps its commits; every
+//!   [`LeaderGuard`] and [`LockGuard`] has a term of its own.
+//! - **P2** Writes of an old tenure fenced with [`Tenure::fence`] (or checked by a resource
+//!   that rejects lower terms) never land after a newer tenure began, with no timing assumption.
+//! - **P3** One leader at a time, given a healthy database clock and no pause longer than the
+//!   safety margin.
+//! - **P4** Doubt means "not leader"; loss is reported by the local deadline, even when the
+//!   database cannot be reached.
+//! - **P5** A stale holder's renew, release or step-down never changes its successor's lease.
 //! - **P6** After a holder crashes, a live candidate leads within ttl + jitter + one round trip.
 //!
 //! # Quick start
@@ -48,31 +49,39 @@
 //! - `model`: the lease rules with no IO — `decide(now, row, op)`; the only place they live
 //!   (public with the `testing` feature).
 //! - [`backend`]: the storage trait and the PostgreSQL, MySQL and SQLite implementations, which
-//!   run the model inside a transaction holding the row lock, with the database's clock.
+//!   run the model inside a transaction holding the row lock, with the database's clock; and
+//!   the seam (`backend/tx.rs`, crate-private): one transaction for a feature that keeps rows
+//!   of its own beside the leases, run in the one retry loop.
 //! - [`Store`]: the one door to the database — the operations (campaign, release, demote,
 //!   handover, pause, resume, leader, list, history), validated and bounded by a timeout.
 //! - [`Timing`]: the client-side timing model and its safety check.
+//! - [`Tenure`] and [`Guard`]: what every guard is (term, end, fence) and how it is given back.
 //! - [`Elector`]: the campaign loop, the role watch and [`LeaderGuard`].
 //! - [`Locks`]: cluster locks and semaphores, kept alive in batches.
 //! - [`Schedule`]: leader-only schedules with the last completed tick in the database.
+//! - `consul` (feature `consul`): Consul's sessions and KV, a layer on the seam.
 //!
 //! # Features
-//! `sqlite`, `postgres`, `mysql` (all on by default) select the backends. `testing` exposes
-//! the tools of tenure's own tests: the `model` module (`decide`), raw [`Store`] operations,
-//! and `backend::CountingBackend`.
+//! `sqlite`, `postgres`, `mysql` (all on by default) select the backends. `consul` compiles in
+//! the Consul layer (and its tables). `testing` exposes the tools of tenure's own tests: the
+//! `model` module (`decide`), raw [`Store`] operations, and `backend::CountingBackend`.
 
 #![warn(missing_docs)]
-// The examples (crate docs and README) must not use the deprecated old names.
-#![doc(test(attr(deny(deprecated))))]
 #![forbid(unsafe_code)]
 
 pub mod backend;
 mod belief;
+pub mod candidates;
+mod changes;
 mod config;
+#[cfg(feature = "consul")]
 pub mod consul;
+mod doctests;
 mod elector;
 mod error;
+mod features;
 mod fence;
+mod guard;
 mod lock;
 #[cfg(feature = "testing")]
 pub mod model;
@@ -87,15 +96,18 @@ pub mod validate;
 pub use backend::kind::BackendKind;
 pub use backend::options::StoreOptions;
 pub use backend::url::RedactedUrl;
+pub use changes::{ChangeKey, Changes};
 pub use config::{Timing, TimingBuilder};
 pub use elector::{Elector, ElectorBuilder, LeaderGuard, Role};
 pub use error::{Error, Result};
+pub use features::schema_script;
 pub use fence::FenceDatabase;
+pub use guard::{Guard, Tenure};
 pub use lock::{LockGuard, LockOptions, Locks, Semaphore};
 pub use model::{DbTime, Effect, Lease, Op, Purpose, StepDownReason};
-pub use records::{Applied, HistoryEntry, Snapshot};
+pub use records::{Applied, HistoryEntry, LeaderInfo, Snapshot};
 pub use schedule::{Cadence, Schedule, Tick};
-pub use store::{ChangeKey, Changes, LeaderInfo, Store};
+pub use store::Store;
 
 #[doc(hidden)]
 pub use rng::seed_thread_rng as __seed_thread_rng;

@@ -1,13 +1,16 @@
-//! What the store answers: an operation's outcome, rows read with the database's clock, and
-//! history entries.
+//! What the store answers: an operation's outcome, rows read with the database's clock, who
+//! leads, and history entries.
 
-use crate::model::{DbTime, Effect, Lease};
+use crate::model::{DbTime, Effect, Epoch, Lease};
+use std::time::Duration;
 
 /// What an operation did, with the row as the database now sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Applied {
     /// The database instant at which the operation was decided.
     pub now: DbTime,
+    /// The database's epoch then: the one a new term was (or would have been) minted in.
+    pub epoch: Epoch,
     /// The row after the operation; `None` if the name has never been used.
     pub lease: Option<Lease>,
     /// What happened.
@@ -43,4 +46,36 @@ pub struct HistoryEntry {
     pub actor: String,
     /// Free text: a release's reason, a handover's target.
     pub detail: String,
+}
+
+/// Who leads a name now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaderInfo {
+    /// The lease's name.
+    pub name: String,
+    /// The candidate id of the leader.
+    pub holder: String,
+    /// The fencing token of this tenure.
+    pub term: u64,
+    /// Database time at which this tenure began.
+    pub since: DbTime,
+    /// How long the lease has left, by the database's clock at the read.
+    pub remaining: Duration,
+    /// What the leader published (e.g. its address).
+    pub metadata: Option<String>,
+}
+
+impl LeaderInfo {
+    /// The live holder of `lease` at `now`, if any.
+    pub fn from_lease(lease: &Lease, now: DbTime) -> Option<LeaderInfo> {
+        let holder = lease.live_holder(now)?;
+        Some(LeaderInfo {
+            name: lease.name.clone(),
+            holder: holder.to_string(),
+            term: lease.term,
+            since: lease.acquired_at,
+            remaining: Duration::from_millis(lease.remaining_ms(now)),
+            metadata: lease.metadata.clone(),
+        })
+    }
 }

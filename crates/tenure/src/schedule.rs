@@ -37,8 +37,8 @@ impl Cadence {
     fn after(&self, t: i64) -> Option<i64> {
         match self {
             Cadence::Every(d) => {
-                let d = d.as_millis().max(1) as i64;
-                Some((t.div_euclid(d) + 1) * d)
+                let d = i64::try_from(d.as_millis()).ok()?.max(1);
+                t.div_euclid(d).checked_add(1)?.checked_mul(d)
             }
             Cadence::Cron(s) => {
                 let at = chrono::DateTime::from_timestamp_millis(t)?;
@@ -94,16 +94,20 @@ impl Schedule {
     /// after an outage.
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a bad name or a zero interval.
+    /// [`Error::Invalid`] for a bad name, or an interval below 1 ms or beyond
+    /// [`MAX_DURATION`](crate::validate::MAX_DURATION).
     pub fn new(store: Store, name: impl Into<String>, cadence: Cadence) -> Result<Schedule> {
         let name = name.into();
         crate::validate::name(&name)?;
-        if matches!(cadence, Cadence::Every(d) if d < Duration::from_millis(1)) {
-            return Err(Error::Invalid {
-                what: "interval",
-                value: "0".into(),
-                rule: "must be at least 1ms",
-            });
+        if let Cadence::Every(d) = cadence {
+            crate::validate::duration_ms("interval", d)?;
+            if d < Duration::from_millis(1) {
+                return Err(Error::Invalid {
+                    what: "interval",
+                    value: format!("{d:?}"),
+                    rule: "must be at least 1ms",
+                });
+            }
         }
         Ok(Schedule {
             store,
@@ -171,7 +175,7 @@ impl Schedule {
     }
 
     /// Runs `task` for every due tick while `elector` leads, until the elector stops. `task`
-    /// gets the tick and the tenure's guard (stop when [`LeaderGuard::lost`] fires) and returns
+    /// gets the tick and the tenure's guard (stop when [`Tenure::lost`](crate::guard::Tenure::lost) fires) and returns
     /// whether the tick completed; only completed ticks are recorded.
     ///
     /// The same as [`run_until`](Schedule::run_until) with a shutdown that never comes.
@@ -191,7 +195,7 @@ impl Schedule {
 
     /// Runs `task` for every due tick while `elector` leads, until `shutdown` completes (then
     /// returns `Ok(())`) or the elector stops. `task` gets the tick and the tenure's guard
-    /// (stop when [`LeaderGuard::lost`] fires) and returns whether the tick completed; only
+    /// (stop when [`Tenure::lost`](crate::guard::Tenure::lost) fires) and returns whether the tick completed; only
     /// completed ticks are recorded.
     ///
     /// `shutdown` is watched while waiting (for the tenure, for the next tick, before a retry)
@@ -243,7 +247,8 @@ impl Schedule {
                         continue;
                     }
                 };
-                let wait = Duration::from_micros(tick.at().0.saturating_sub(now.0).max(0) as u64);
+                let ahead = tick.at().0.saturating_sub(now.0);
+                let wait = Duration::from_micros(u64::try_from(ahead).unwrap_or(0));
                 if !wait.is_zero() {
                     tokio::select! {
                         biased;
@@ -281,6 +286,10 @@ mod tests {
         assert_eq!(every.after(0), Some(5_000));
         assert_eq!(every.after(4_999), Some(5_000));
         assert_eq!(every.after(5_000), Some(10_000));
+        // An interval that does not fit the arithmetic has no next tick; it never wraps.
+        assert_eq!(Cadence::Every(Duration::MAX).after(5_000), None);
+        let century = Cadence::Every(crate::validate::MAX_DURATION);
+        assert_eq!(century.after(i64::MAX - 1), None);
     }
 
     #[test]

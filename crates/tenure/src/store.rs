@@ -1,81 +1,20 @@
 //! [`Store`]: the operations of the lease model (the operations table of
 //! `docs/design-notes.md`), validated and bounded by a timeout.
 
+use crate::backend::tx::Body;
 use crate::backend::{
     self, Applied, Backend, BackendKind, HistoryEntry, RedactedUrl, Renewed, Snapshot, StoreOptions,
 };
-use crate::error::{Error, Result};
+use crate::changes::Changes;
+use crate::error::{is_missing_table, Error, Result};
+use crate::features;
 use crate::fence::Fence;
-use crate::model::{DbTime, Effect, Lease, Op, Purpose};
+use crate::model::{DbTime, Effect, Op, Purpose};
+use crate::records::LeaderInfo;
 use crate::validate;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::broadcast;
-
-/// Who leads a name now.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LeaderInfo {
-    /// The lease's name.
-    pub name: String,
-    /// The candidate id of the leader.
-    pub holder: String,
-    /// The fencing token of this tenure.
-    pub term: u64,
-    /// Database time at which this tenure began.
-    pub since: DbTime,
-    /// How long the lease has left, by the database's clock at the read.
-    pub remaining: Duration,
-    /// What the leader published (e.g. its address).
-    pub metadata: Option<String>,
-}
-
-impl LeaderInfo {
-    /// The live holder of `lease` at `now`, if any.
-    pub fn from_lease(lease: &Lease, now: DbTime) -> Option<LeaderInfo> {
-        let holder = lease.live_holder(now)?;
-        Some(LeaderInfo {
-            name: lease.name.clone(),
-            holder: holder.to_string(),
-            term: lease.term,
-            since: lease.acquired_at,
-            remaining: Duration::from_millis(lease.remaining_ms(now)),
-            metadata: lease.metadata.clone(),
-        })
-    }
-}
-
-/// What a watcher of a lease reports as a change: who leads (by the database's clock) or that
-/// nobody does, the term, pause and handover, the leader's metadata (e.g. a new address), and
-/// while nobody leads, until when nobody may start (`demote --now` cuts that short). Not the
-/// countdown of the time left, nor the expiry a renewal pushes on.
-///
-/// Two reads of a lease changed in a way that matters when their keys differ; see
-/// [`Lease::change_key`].
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ChangeKey {
-    holder: Option<String>,
-    term: u64,
-    paused: bool,
-    handover_to: Option<String>,
-    metadata: Option<String>,
-    vacant_until: Option<DbTime>,
-}
-
-impl Lease {
-    /// What of this lease, read at `now`, a watcher compares to see a change that matters.
-    pub fn change_key(&self, now: DbTime) -> ChangeKey {
-        let holder = self.live_holder(now).map(str::to_string);
-        ChangeKey {
-            vacant_until: holder.is_none().then_some(self.expires_at),
-            holder,
-            term: self.term,
-            paused: self.paused,
-            handover_to: self.handover_target().map(str::to_string),
-            metadata: self.metadata.clone(),
-        }
-    }
-}
 
 /// A handle on tenure's tables in one database: the one door to them. Cheap to clone.
 ///
@@ -110,13 +49,25 @@ impl Store {
         options.validate()?;
         let timeout = options.timeout;
         let connect_bound = (timeout * 2).max(Duration::from_secs(10));
-        let backend = bounded(connect_bound, backend::connect(url, &options)).await?;
-        Ok(Store::from_backend(backend, timeout))
+        bounded(connect_bound, async {
+            let backend = backend::connect(url, &options).await?;
+            let store = Store::from_backend(backend, timeout);
+            // The tables of the features this build compiles in, beside the lease's.
+            features::tables(&store, options.auto_create).await?;
+            Ok(store)
+        })
+        .await
     }
 
     /// Wraps a backend connected by hand (e.g. a
     /// [`PostgresBackend`](crate::backend::postgres::PostgresBackend) kept for fencing), whose
     /// calls are then bounded by `timeout`.
+    ///
+    /// This creates no table: [`backend::connect`] prepares only the lease's, and the tables
+    /// of the features built on it (the candidate registry every elector campaigns in, the
+    /// Consul layer's) are the store's. Call [`migrate`](Store::migrate) (or
+    /// [`check_schema`](Store::check_schema)) once before use; until then a feature's call is
+    /// refused with [`Error::SchemaMissing`].
     pub fn from_backend(backend: Arc<dyn Backend>, timeout: Duration) -> Store {
         let fence = backend.fence_sql().map(|sql| Fence {
             kind: backend.kind(),
@@ -162,12 +113,14 @@ impl Store {
         self.backend.url()
     }
 
-    /// Creates the tables if they do not exist and records the schema version.
+    /// Creates the tables if they do not exist and records the schema version: the lease's
+    /// and those of every feature compiled in (see [`schema_script`](crate::schema_script)).
     ///
     /// # Errors
     /// [`Error::Timeout`], database errors.
     pub async fn migrate(&self) -> Result<()> {
-        self.bounded(self.backend.migrate()).await
+        self.bounded(self.backend.migrate()).await?;
+        features::tables(self, true).await
     }
 
     /// Checks that the tables exist with a schema version this build understands.
@@ -175,12 +128,29 @@ impl Store {
     /// # Errors
     /// [`Error::SchemaMissing`], [`Error::Timeout`], database errors.
     pub async fn check_schema(&self) -> Result<()> {
-        self.bounded(self.backend.check_schema()).await
+        self.bounded(self.backend.check_schema()).await?;
+        features::tables(self, false).await
     }
 
-    /// The DDL that [`migrate`](Store::migrate) runs, for a DBA to apply by hand.
-    pub fn schema_sql(&self) -> String {
-        self.backend.schema_sql()
+    /// Runs `body` in one transaction (see `backend/tx.rs`), bounded by this handle's timeout:
+    /// the door of the features built on the lease rules.
+    ///
+    /// A feature whose table does not exist (a store wrapped by hand with
+    /// [`from_backend`](Store::from_backend) and never migrated) is refused with
+    /// [`Error::SchemaMissing`] naming the table, not a database error repeated at every call.
+    pub(crate) async fn transaction(&self, body: &mut dyn Body) -> Result<()> {
+        match self.bounded(self.backend.transaction(body)).await {
+            Err(Error::Database(e)) if is_missing_table(&e) => {
+                match self.bounded(features::missing(&*self.backend)).await {
+                    Ok(Some(table)) => Err(Error::SchemaMissing {
+                        table,
+                        url: self.url().to_string(),
+                    }),
+                    _ => Err(Error::Database(e)),
+                }
+            }
+            other => other,
+        }
     }
 
     /// The fence statement of this store's database, with its table name (what `tenure
@@ -198,9 +168,7 @@ impl Store {
     /// Changed leases as the database pushes them (PostgreSQL LISTEN/NOTIFY; on a SQLite file,
     /// its doorbell), from now on.
     pub fn changes(&self) -> Changes {
-        Changes {
-            rx: self.backend.subscribe(),
-        }
+        Changes::new(self.backend.subscribe())
     }
 
     /// Applies a raw model operation, validated, with this store's timeout (only with the
@@ -254,7 +222,9 @@ impl Store {
     /// [`Effect::NotHolder`].
     ///
     /// # Errors
-    /// [`Error::Invalid`] for bad names or ids, [`Error::Timeout`], database errors.
+    /// [`Error::Invalid`] for bad names or ids and for an `at_least` beyond
+    /// [`MAX_DURATION`](crate::validate::MAX_DURATION) (nothing is released),
+    /// [`Error::Timeout`], database errors.
     pub async fn release(
         &self,
         name: &str,
@@ -281,7 +251,7 @@ impl Store {
         let op = Op::Release {
             candidate: candidate.to_string(),
             term,
-            at_least_ms: duration_ms(at_least),
+            at_least_ms: validate::duration_ms("at least", at_least)?,
             reason: reason.map(str::to_string),
             purpose: Purpose::Election,
         };
@@ -377,45 +347,6 @@ impl Store {
         self.bounded(self.backend.list()).await
     }
 
-    /// Runs one request of the Consul layer (sessions and keys with locks; see
-    /// [`consul`](crate::consul)) in one transaction, bounded by the store's timeout. `actor`
-    /// goes into the history of the leases it changes. Keys, session specs and value sizes are
-    /// checked first.
-    ///
-    /// # Errors
-    /// [`Error::Invalid`] for a bad key, spec or value (nothing is written);
-    /// [`Error::Consul`] for a request the rules refuse (an invalid session); database errors
-    /// and [`Error::Timeout`], after which the effect is unknown.
-    pub async fn consul(
-        &self,
-        request: &crate::consul::Request,
-        actor: &str,
-    ) -> Result<crate::consul::Answer> {
-        use crate::consul::{validate_key, validate_prefix, validate_spec, Request};
-        match request {
-            Request::CreateSession { spec, .. } => validate_spec(spec)?,
-            Request::Get { key, recurse } | Request::Delete { key, recurse, .. } => {
-                if *recurse {
-                    validate_prefix(key)?
-                } else {
-                    validate_key(key)?
-                }
-            }
-            Request::Put { key, value, .. } => {
-                validate_key(key)?;
-                if value.len() > crate::consul::MAX_VALUE_BYTES {
-                    return Err(Error::Invalid {
-                        what: "value",
-                        value: format!("{} bytes", value.len()),
-                        rule: "at most 512 KiB (524288 bytes)",
-                    });
-                }
-            }
-            _ => {}
-        }
-        self.bounded(self.backend.consul(request, actor)).await
-    }
-
     /// The newest `limit` recorded transitions of `name`, newest first: every transition of an
     /// election; of a lock only its notable ones unless it records every cycle (see
     /// [`Purpose`]).
@@ -428,53 +359,6 @@ impl Store {
     }
 }
 
-/// The name a wake-up carries when it cannot say which lease changed (SQLite's doorbell, after
-/// it may have missed a ring): every listener looks again. A control character, so never a
-/// lease's name.
-pub(crate) const ANY: &str = "\0";
-
-/// Changed leases as the database pushes them; see [`Store::changes`].
-#[derive(Debug)]
-pub struct Changes {
-    rx: Option<broadcast::Receiver<String>>,
-}
-
-impl Changes {
-    /// Forgets the notifications that arrived so far (a read that follows sees their changes).
-    pub fn skip_pending(&mut self) {
-        use broadcast::error::TryRecvError;
-        while let Some(rx) = &mut self.rx {
-            match rx.try_recv() {
-                Ok(_) | Err(TryRecvError::Lagged(_)) => {}
-                Err(TryRecvError::Empty) => return,
-                Err(TryRecvError::Closed) => self.rx = None,
-            }
-        }
-    }
-
-    /// Completes when a lease whose name `matches` changed, or when some notifications may
-    /// have been lost (so that the caller looks again); never, where the database cannot push.
-    ///
-    /// # Cancel safety
-    /// Cancel safe.
-    pub async fn changed(&mut self, matches: impl Fn(&str) -> bool) {
-        let Some(rx) = &mut self.rx else {
-            return std::future::pending().await;
-        };
-        loop {
-            match rx.recv().await {
-                Ok(name) if name == ANY || matches(&name) => return,
-                Ok(_) => {}
-                Err(broadcast::error::RecvError::Lagged(_)) => return,
-                Err(broadcast::error::RecvError::Closed) => {
-                    self.rx = None;
-                    return std::future::pending().await;
-                }
-            }
-        }
-    }
-}
-
 /// Checks the name and every id of `op`.
 pub(crate) fn validate_op(name: &str, op: &Op) -> Result<()> {
     validate::name(name)?;
@@ -482,16 +366,30 @@ pub(crate) fn validate_op(name: &str, op: &Op) -> Result<()> {
         Op::Campaign {
             candidate,
             metadata,
+            ttl_ms,
             ..
         } => {
             validate::candidate(candidate)?;
+            validate::stored_ms("ttl", *ttl_ms)?;
             if let Some(m) = metadata {
                 validate::metadata(m)?;
             }
         }
-        Op::Release { candidate, .. }
-        | Op::Renew { candidate, .. }
-        | Op::Succeed { candidate, .. } => validate::candidate(candidate)?,
+        Op::Succeed {
+            candidate, ttl_ms, ..
+        } => {
+            validate::candidate(candidate)?;
+            validate::stored_ms("ttl", *ttl_ms)?;
+        }
+        Op::Release {
+            candidate,
+            at_least_ms,
+            ..
+        } => {
+            validate::candidate(candidate)?;
+            validate::stored_ms("at least", *at_least_ms)?;
+        }
+        Op::Renew { candidate, .. } => validate::candidate(candidate)?,
         Op::Handover { to, .. } => validate::candidate(to)?,
         Op::Demote { .. } | Op::Pause | Op::Resume => {}
     }
@@ -532,63 +430,5 @@ async fn bounded_then<T>(
             on_timeout();
             Err(Error::Timeout(timeout))
         }
-    }
-}
-
-pub(crate) fn duration_ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn lease(holder: Option<&str>, term: u64, expires: i64) -> Lease {
-        Lease {
-            name: "a".into(),
-            holder: holder.map(str::to_string),
-            term,
-            acquired_at: DbTime(0),
-            renewed_at: DbTime(0),
-            expires_at: DbTime(expires),
-            ttl_ms: 10_000,
-            metadata: None,
-            handover_to: None,
-            paused: false,
-        }
-    }
-
-    #[test]
-    fn change_key_ignores_renewals_and_sees_what_matters() {
-        let now = DbTime(50);
-        let held = lease(Some("x"), 1, 100);
-        // A renewal (a later expiry) and the countdown are not changes.
-        assert_eq!(
-            held.change_key(now),
-            lease(Some("x"), 1, 150).change_key(now)
-        );
-        assert_eq!(held.change_key(now), held.change_key(DbTime(60)));
-        // The holder's lease runs out by the database's clock: nobody leads any more.
-        assert_ne!(held.change_key(now), held.change_key(DbTime(100)));
-        assert_ne!(
-            held.change_key(now),
-            lease(Some("y"), 1, 100).change_key(now)
-        );
-        assert_ne!(
-            held.change_key(now),
-            lease(Some("x"), 2, 100).change_key(now)
-        );
-        let mut other = held.clone();
-        other.paused = true;
-        assert_ne!(held.change_key(now), other.change_key(now));
-        let mut other = held.clone();
-        other.metadata = Some("10.0.0.1:80".into());
-        assert_ne!(held.change_key(now), other.change_key(now));
-        let mut other = held.clone();
-        other.handover_to = Some("y".into());
-        assert_ne!(held.change_key(now), other.change_key(now));
-        // While nobody leads, until when nobody may start matters (`demote --now` cuts it).
-        let vacant = lease(None, 1, 100);
-        assert_ne!(vacant.change_key(now), lease(None, 1, 60).change_key(now));
     }
 }

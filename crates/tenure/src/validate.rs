@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use rand::distributions::{Alphanumeric, DistString};
+use std::time::Duration;
 
 /// Longest name or candidate id, in bytes (fits a MySQL utf8mb4 index).
 pub const MAX_ID_BYTES: usize = 191;
@@ -9,6 +10,32 @@ pub const MAX_ID_BYTES: usize = 191;
 pub const MAX_METADATA_BYTES: usize = 4096;
 /// Longest table prefix.
 pub const MAX_PREFIX_CHARS: usize = 41;
+/// The longest duration tenure writes into the database (a lock's minimum hold time, a
+/// history retention): 100 years of 365 days. An instant that far from the database's now
+/// is a timestamp every engine stores (MySQL/MariaDB's `DATETIME` ends with the year 9999),
+/// and its microseconds fit an `i64` with room to spare.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 86_400);
+
+/// `d` in whole milliseconds (rounded down), checked against [`MAX_DURATION`]: the one
+/// conversion of a duration on its way to the database.
+///
+/// # Errors
+/// [`Error::Invalid`] naming `what`, the value and the bound.
+pub fn duration_ms(what: &'static str, d: Duration) -> Result<u64> {
+    match u64::try_from(d.as_millis()) {
+        Ok(ms) if d <= MAX_DURATION => Ok(ms),
+        _ => Err(Error::Invalid {
+            what,
+            value: format!("{d:?}"),
+            rule: "at most 100 years (3153600000s)",
+        }),
+    }
+}
+
+/// Checks a duration in milliseconds against [`MAX_DURATION`] (an operation's own value).
+pub(crate) fn stored_ms(what: &'static str, ms: u64) -> Result<()> {
+    duration_ms(what, Duration::from_millis(ms)).map(|_| ())
+}
 
 fn invalid(what: &'static str, value: &str, rule: &'static str) -> Error {
     Error::Invalid {
@@ -169,6 +196,31 @@ mod tests {
         assert!(candidate(&a).is_ok());
         assert!(a.contains(&format!("-{}-", std::process::id())), "{a}");
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn durations_are_bounded() {
+        assert_eq!(
+            duration_ms("x", Duration::from_millis(1_500)).unwrap(),
+            1_500
+        );
+        assert_eq!(
+            duration_ms("x", MAX_DURATION).unwrap(),
+            3_153_600_000_000,
+            "the rule's figure is the bound"
+        );
+        for bad in [
+            MAX_DURATION + Duration::from_millis(1),
+            Duration::from_secs(999_999_999_999 * 3600),
+            Duration::MAX,
+        ] {
+            let err = duration_ms("at least", bad).unwrap_err().to_string();
+            assert!(
+                err.contains("at least") && err.contains("3153600000s"),
+                "{err}"
+            );
+        }
+        assert!(stored_ms("ttl", u64::MAX).is_err());
     }
 
     #[test]

@@ -196,7 +196,7 @@ async fn leads_again_with_a_new_term(elector: &Elector, old: u64) {
     let later = guards_within(elector, Duration::from_secs(4)).await;
     assert!(!later.is_empty(), "the elector leads again");
     let mut terms = vec![old];
-    terms.extend(later.iter().map(LeaderGuard::term));
+    terms.extend(later.iter().map(|g| g.term()));
     assert!(
         terms.windows(2).all(|w| w[0] < w[1]),
         "a term reached two guards: {terms:?}"

@@ -54,8 +54,9 @@ async fn deadline_counts_from_the_send_instant() {
 /// The database time that corresponds to a tokio instant (the memory clock follows tokio's).
 fn backend_time_at(backend: &MemoryBackend, at: Instant) -> tenure::DbTime {
     let now = backend.now();
-    let back = Instant::now().saturating_duration_since(at).as_micros() as i64;
-    let ahead = at.saturating_duration_since(Instant::now()).as_micros() as i64;
+    let micros = |d: Duration| i64::try_from(d.as_micros()).expect("a test's span");
+    let back = micros(Instant::now().saturating_duration_since(at));
+    let ahead = micros(at.saturating_duration_since(Instant::now()));
     tenure::DbTime(now.0 - back + ahead)
 }
 
@@ -157,7 +158,8 @@ async fn a_slower_follower_takes_over_a_release_at_any_offset() {
     let timing = Timing::from_ttl(TTL).unwrap();
     let round_trip = timing.db_timeout() * 3 / 5;
     let step = Duration::from_millis(10);
-    let offsets = (timing.renew_interval().as_millis() / step.as_millis()) as u32;
+    let offsets = u32::try_from(timing.renew_interval().as_millis() / step.as_millis())
+        .expect("a few offsets");
     for offset in 0..offsets {
         let (backend, store) = setup(false);
         backend

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use tenure::model::{decide, DbTime, Effect, Lease, Op, Purpose};
+use tenure::model::{decide, Clock, DbTime, Effect, Lease, Op, Purpose};
 use tenure::{BackendKind, Store};
 
 /// Proptest cases per backend; the test fails if fewer ran.
@@ -311,6 +311,7 @@ async fn renew_one(
     Ok(match renewed.leases.into_iter().next() {
         Some(lease) => tenure::Applied {
             now,
+            epoch: Default::default(),
             lease: Some(lease),
             effect: Effect::Renewed,
         },
@@ -319,6 +320,7 @@ async fn renew_one(
             let model = decide(now, name, copy, &op);
             tenure::Applied {
                 now,
+                epoch: Default::default(),
                 lease: copy.cloned(),
                 effect: if model.write {
                     Effect::NoChange
@@ -372,7 +374,12 @@ async fn run_case(store: &Store, steps: &[Step], stats: &Stats) -> Result<(), Te
             );
         }
 
-        let model = decide(now, &name, copy.as_ref(), &op);
+        // In the epoch the backend read with its clock (terms are minted in it).
+        let clock = Clock {
+            now,
+            epoch: applied.epoch,
+        };
+        let model = decide(clock, &name, copy.as_ref(), &op);
         stats.count(&model.effect);
         if matches!(op, Op::Renew { .. }) {
             stats.count_label(if model.effect == Effect::Renewed {

@@ -201,3 +201,70 @@ async fn sqlite_read_only_file_is_refused_with_the_reason() {
     }
     assert!(store.leader("job").await.unwrap().is_none());
 }
+
+/// The listener follows the primary (issue 27): after a sign of a failover (the store's
+/// connections discarded, as after a timeout or a read-only answer), its LISTEN moves to a
+/// fresh connection — the old one is closed, not kept on what may now be a standby — everyone
+/// is woken once (notifications may have been lost meanwhile), and notifications arrive again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_listen_moves_to_a_fresh_connection_after_a_discard() {
+    let prefix = format!(
+        "ls{}_",
+        common::unique("").trim_start_matches('-').to_lowercase()
+    );
+    let options = common::options().table_prefix(prefix.clone());
+    let url = common::postgres_url();
+    let Some(store) = common::connect(BackendKind::Postgres, &url, options).await else {
+        return;
+    };
+    use sqlx::Connection;
+    let mut admin = sqlx::PgConnection::connect(&url).await.unwrap();
+    let listening = format!("LISTEN \"{prefix}lease\"");
+    let before = listeners(&mut admin, &listening).await;
+    assert_eq!(before.len(), 1, "one LISTEN connection: {before:?}");
+    let mut changes = store.changes();
+    store.backend().discard_connections();
+    // Woken once, for any name.
+    tokio::time::timeout(Duration::from_secs(10), changes.changed(|_| false))
+        .await
+        .expect("everyone is woken after the LISTEN moved");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let after = loop {
+        let now = listeners(&mut admin, &listening).await;
+        if now.len() == 1 && now != before {
+            break now;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the LISTEN did not move within 10 s: before {before:?}, now {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let old_alive: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM pg_stat_activity WHERE pid = $1")
+        .bind(before[0])
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(old_alive, 0, "the old connection {} is closed", before[0]);
+    // Notifications arrive on the new one.
+    changes.skip_pending();
+    store.apply("moved", &campaign("a"), "a").await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), changes.changed(|n| n == "moved"))
+        .await
+        .unwrap_or_else(|_| panic!("no notification on the new LISTEN ({after:?})"));
+    for table in ["lease", "history", "tick", "schema"] {
+        sqlx::raw_sql(&format!("DROP TABLE IF EXISTS {prefix}{table}"))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+    }
+}
+
+/// The backends whose last statement was `listening`.
+async fn listeners(admin: &mut sqlx::PgConnection, listening: &str) -> Vec<i32> {
+    sqlx::query_scalar("SELECT pid FROM pg_stat_activity WHERE query = $1 ORDER BY pid")
+        .bind(listening)
+        .fetch_all(admin)
+        .await
+        .unwrap()
+}

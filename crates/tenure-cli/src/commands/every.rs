@@ -1,11 +1,12 @@
 //! `tenure every DUR NAME -- CMD` / `tenure every --cron EXPR NAME -- CMD`: run CMD on each
-//! tick on exactly one node of all that run the same line (see `tenure::Schedule`).
+//! tick on exactly one node of all that run the same line (see `tenure::Schedule`). DUR and
+//! EXPR are one positional, SCHEDULE, which `--cron` says how to read.
 
 use super::{check_global, check_lease, check_name, fence_env};
 use crate::cli::{EveryArgs, Global};
 use crate::database;
 use crate::exit::{Failure, Outcome, OK};
-use crate::lead::{grace_for, run_while_held, Ended, Job, Signals};
+use crate::lead::{grace_for, run_while_held, unreleased, Ended, Job, Signals};
 use std::cell::Cell;
 use std::time::Duration;
 use tenure::{Cadence, Elector, LeaderGuard, Schedule, Tick};
@@ -13,32 +14,12 @@ use tokio::sync::{Mutex, Notify};
 
 pub async fn every(global: &Global, args: EveryArgs) -> Outcome {
     check_global(global)?;
-    let (cadence, name) = match (&args.cron, args.schedule.as_slice()) {
-        (Some(expr), [name]) => (Cadence::cron(expr)?, name.clone()),
-        (None, [interval, name]) => {
-            let d = humantime::parse_duration(interval).map_err(|e| {
-                Failure::usage(format!(
-                    "invalid interval {interval:?}: {e}; expected a duration such as 500ms, 10s or 2m"
-                ))
-            })?;
-            if d < Duration::from_millis(1) {
-                return Err(Failure::usage(format!(
-                    "invalid interval {interval:?}: must be at least 1ms"
-                )));
-            }
-            (Cadence::Every(d), name.clone())
-        }
-        (Some(_), _) => {
-            return Err(Failure::usage(
-                "with --cron give only NAME: tenure every --cron EXPR NAME -- CMD",
-            ))
-        }
-        (None, _) => {
-            return Err(Failure::usage(
-                "give DUR and NAME: tenure every DUR NAME -- CMD (or --cron EXPR NAME)",
-            ))
-        }
+    let cadence = if args.cron {
+        Cadence::cron(&args.schedule)?
+    } else {
+        Cadence::Every(interval(&args.schedule)?)
     };
+    let name = args.name;
     check_name(&name)?;
     let timing = check_lease(&args.lease)?;
     let grace = grace_for(&timing, &args.supervise)?;
@@ -109,6 +90,8 @@ pub async fn every(global: &Global, args: EveryArgs) -> Outcome {
                 return true;
             }
             Ok(Ended::Lost | Ended::Unhealthy) => return false,
+            // Ticks keep their tenure: the command never releases it.
+            Ok(Ended::Unreleased(code, error)) => Err(unreleased(name, code, error)),
             Ok(Ended::Interrupted(code)) => Ok(code),
             Err(failure) => Err(failure),
         };
@@ -121,4 +104,20 @@ pub async fn every(global: &Global, args: EveryArgs) -> Outcome {
     run?;
     let code = ended.take().unwrap_or(Ok(OK))?;
     Ok(if code == 0 { OK } else { code })
+}
+
+/// SCHEDULE read as an interval (without --cron).
+fn interval(text: &str) -> Result<Duration, Failure> {
+    let d = humantime::parse_duration(text).map_err(|e| {
+        Failure::usage(format!(
+            "invalid interval {text:?}: {e}; expected a duration such as 500ms, 10s or 2m \
+             (or a cron expression with --cron)"
+        ))
+    })?;
+    if d < Duration::from_millis(1) {
+        return Err(Failure::usage(format!(
+            "invalid interval {text:?}: must be at least 1ms"
+        )));
+    }
+    Ok(d)
 }

@@ -5,7 +5,7 @@ use super::{check_global, check_lease, check_name, fence_env};
 use crate::cli::{Global, LockArgs};
 use crate::database;
 use crate::exit::{Failure, Outcome, LOST, NOT_ACQUIRED};
-use crate::lead::{grace_for, run_while_held, Ended, Job, Signals};
+use crate::lead::{grace_for, run_while_held, unreleased, Ended, Job, Signals};
 use tenure::{LockGuard, LockOptions, Locks};
 use tokio::time::Instant;
 
@@ -51,6 +51,7 @@ pub async fn lock(global: &Global, args: LockArgs) -> Outcome {
     Ok(match run_while_held(guard, &job, &mut signals).await? {
         Ended::Exited(code) | Ended::Interrupted(code) => code,
         Ended::Lost | Ended::Unhealthy => LOST,
+        Ended::Unreleased(code, error) => return Err(unreleased(&args.name, code, error)),
     })
 }
 

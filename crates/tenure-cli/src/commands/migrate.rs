@@ -14,10 +14,7 @@ pub async fn migrate(global: &Global, args: MigrateArgs) -> Outcome {
             Some(url) => tenure::BackendKind::from_url(url)?,
             None => tenure::BackendKind::Sqlite,
         };
-        print!(
-            "{}",
-            tenure::backend::schema_script(kind, &global.table_prefix)?
-        );
+        print!("{}", tenure::schema_script(kind, &global.table_prefix)?);
         return Ok(OK);
     }
     database::open(global, true, None).await?;

@@ -34,6 +34,8 @@ pub async fn dispatch(cli: Cli) -> Outcome {
         Command::Migrate(args) => migrate::migrate(global, args).await,
         Command::FenceSql(args) => fence_sql::fence_sql(global, args).await,
         Command::Serve(args) => serve::serve(global, args).await,
+        Command::Completions(args) => crate::manual::completions(args),
+        Command::Man(args) => crate::manual::man(args),
     }
 }
 

@@ -7,7 +7,7 @@ use crate::cli::{Global, RunArgs};
 use crate::database;
 use crate::exit::{Failure, Outcome, LOST, NOT_ACQUIRED, UNAVAILABLE};
 use crate::health::HealthCheck;
-use crate::lead::{grace_for, run_while_held, Ended, Job, Signals};
+use crate::lead::{grace_for, run_while_held, unreleased, Ended, Job, Signals};
 use nix::sys::signal::Signal;
 use std::time::Duration;
 use tenure::{Elector, LeaderGuard, Role, Timing};
@@ -76,6 +76,10 @@ pub async fn run(global: &Global, args: RunArgs) -> Outcome {
         };
         match run_while_held(guard, &job, &mut signals).await {
             Ok(Ended::Exited(code)) if !args.keep_campaigning => break code,
+            Ok(Ended::Unreleased(code, error)) if !args.keep_campaigning => {
+                elector.shutdown().await;
+                return Err(unreleased(&args.name, code, error));
+            }
             Ok(Ended::Lost) if !args.keep_campaigning => break LOST,
             Ok(Ended::Interrupted(code)) => break code,
             Ok(Ended::Unhealthy) if !args.keep_campaigning => break LOST,

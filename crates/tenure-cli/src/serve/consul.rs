@@ -13,10 +13,9 @@ use base64::Engine as _;
 use serde_json::{json, Map, Value};
 use std::time::Duration;
 use tenure::consul::{
-    new_session_id, Answer, Behavior, Entry, PutMode, Refused, Reply, Request, Session,
-    SessionSpec, DEFAULT_LOCK_DELAY, MAX_VALUE_BYTES,
+    new_session_id, Answer, Behavior, Entry, Error, PutMode, Reply, Request, Session, SessionSpec,
+    DEFAULT_LOCK_DELAY, MAX_VALUE_BYTES,
 };
-use tenure::Error;
 
 /// Query parameters, as Consul reads them: flags may come without a value (`?recurse`).
 type Params = Query<Vec<(String, String)>>;
@@ -44,14 +43,14 @@ fn bad(message: impl Into<String>) -> ConsulError {
 
 impl From<Error> for ConsulError {
     fn from(e: Error) -> ConsulError {
-        match e {
-            Error::Invalid { .. } => bad(e.to_string()),
-            Error::Consul(Refused::InvalidSession(_)) | Error::Consul(Refused::UnknownNode(_)) => {
-                ConsulError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
-            }
-            Error::Timeout(_) => ConsulError(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
-            other => ConsulError(StatusCode::INTERNAL_SERVER_ERROR, other.to_string()),
-        }
+        let status = match &e {
+            Error::Store(tenure::Error::Invalid { .. }) => StatusCode::BAD_REQUEST,
+            // As Consul: an unknown session or node is a server error (500).
+            Error::InvalidSession(_) | Error::UnknownNode(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Error::Store(store) if store.is_transient() => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ConsulError(status, e.to_string())
     }
 }
 
@@ -149,7 +148,7 @@ fn rand_below(n: u64) -> u64 {
 }
 
 async fn run(state: &AppState, request: Request, actor: &str) -> Result<Answer, ConsulError> {
-    let answer = state.0.store.consul(&request, actor).await?;
+    let answer = state.0.consul.request(&request, actor).await?;
     state.0.consul.saw(answer.index);
     Ok(answer)
 }
@@ -233,7 +232,7 @@ fn spec_from(state: &AppState, body: &[u8]) -> Result<SessionSpec, ConsulError> 
     if node != state.0.consul.name {
         return Err(ConsulError(
             StatusCode::INTERNAL_SERVER_ERROR,
-            Refused::UnknownNode(node).to_string(),
+            Error::UnknownNode(node).to_string(),
         ));
     }
     let ttl = match text("TTL")?.filter(|t| !t.is_empty()) {

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
-use tenure::consul::{Answer, Reply, Request};
+use tenure::consul::{Answer, Consul, Reply, Request};
 use tenure::Store;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
@@ -26,7 +26,7 @@ pub struct ConsulNode {
     pub lease: Duration,
     /// Reads (GET) also need the token, when the server has one.
     pub reads_need_token: bool,
-    store: Store,
+    consul: Consul,
     index: Arc<watch::Sender<u64>>,
     tasks: Arc<Vec<AbortHandle>>,
 }
@@ -36,16 +36,22 @@ impl ConsulNode {
     pub fn spawn(store: Store, name: String, lease: Duration, poll: Duration) -> ConsulNode {
         let (tx, _) = watch::channel(0u64);
         let index = Arc::new(tx);
-        let heartbeat = tokio::spawn(upkeep(store.clone(), name.clone(), lease)).abort_handle();
-        let poller = tokio::spawn(poll_index(store.clone(), index.clone(), poll)).abort_handle();
+        let consul = Consul::new(store);
+        let heartbeat = tokio::spawn(upkeep(consul.clone(), name.clone(), lease)).abort_handle();
+        let poller = tokio::spawn(poll_index(consul.clone(), index.clone(), poll)).abort_handle();
         ConsulNode {
             name,
             lease,
             reads_need_token: false,
-            store,
+            consul,
             index,
             tasks: Arc::new(vec![heartbeat, poller]),
         }
+    }
+
+    /// Runs one request of the Consul layer (see [`Consul::request`]).
+    pub async fn request(&self, request: &Request, actor: &str) -> tenure::consul::Result<Answer> {
+        self.consul.request(request, actor).await
     }
 
     /// Publishes `index` if it is newer (this instance's own write, as it answers).
@@ -78,8 +84,7 @@ impl ConsulNode {
     pub async fn leave(&self) {
         self.stop();
         let listed = self
-            .store
-            .consul(&Request::Sessions(Some(self.name.clone())), ACTOR)
+            .request(&Request::Sessions(Some(self.name.clone())), ACTOR)
             .await;
         let sessions = match listed {
             Ok(Answer {
@@ -95,8 +100,7 @@ impl ConsulNode {
         let mut ended = 0;
         for session in sessions.into_iter().filter(|s| s.ttl.is_none()) {
             match self
-                .store
-                .consul(&Request::DestroySession(session.id.clone()), ACTOR)
+                .request(&Request::DestroySession(session.id.clone()), ACTOR)
                 .await
             {
                 Ok(_) => ended += 1,
@@ -112,7 +116,7 @@ impl ConsulNode {
 }
 
 /// Heartbeats every quarter of the lease, and a reap every second.
-async fn upkeep(store: Store, node: String, lease: Duration) {
+async fn upkeep(consul: Consul, node: String, lease: Duration) {
     let beat = (lease / 4).max(Duration::from_millis(50));
     let mut next_beat = tokio::time::Instant::now();
     let mut next_reap = tokio::time::Instant::now();
@@ -123,13 +127,13 @@ async fn upkeep(store: Store, node: String, lease: Duration) {
                 node: node.clone(),
                 lease,
             };
-            if let Err(e) = store.consul(&request, ACTOR).await {
+            if let Err(e) = consul.request(&request, ACTOR).await {
                 tracing::warn!(error = %e, %node, "consul node heartbeat failed");
             }
             next_beat = now + beat;
         }
         if now >= next_reap {
-            match store.consul(&Request::Reap { limit: 100 }, ACTOR).await {
+            match consul.request(&Request::Reap { limit: 100 }, ACTOR).await {
                 Ok(answer) => {
                     if let Reply::Reaped(n @ 1..) = answer.reply {
                         tracing::info!(sessions = n, "consul sessions expired");
@@ -144,11 +148,11 @@ async fn upkeep(store: Store, node: String, lease: Duration) {
 }
 
 /// Reads the index every `poll` and on every notification.
-async fn poll_index(store: Store, index: Arc<watch::Sender<u64>>, poll: Duration) {
-    let mut changes = store.changes();
+async fn poll_index(consul: Consul, index: Arc<watch::Sender<u64>>, poll: Duration) {
+    let mut changes = consul.store().changes();
     loop {
         changes.skip_pending();
-        if let Ok(answer) = store.consul(&Request::Index, ACTOR).await {
+        if let Ok(answer) = consul.request(&Request::Index, ACTOR).await {
             index.send_if_modified(|current| {
                 let moved = answer.index != *current;
                 *current = answer.index;

@@ -71,9 +71,8 @@ impl From<tenure::Error> for ApiError {
         let status = match &err {
             E::Invalid { .. } => StatusCode::BAD_REQUEST,
             E::UnknownName(_) => StatusCode::NOT_FOUND,
-            E::Connect { .. } | E::Timeout(_) | E::Database(_) | E::Shutdown => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            e if e.is_transient() => StatusCode::SERVICE_UNAVAILABLE,
+            E::Shutdown => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
         ApiError::new(status, err.to_string())

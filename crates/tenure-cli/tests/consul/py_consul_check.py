@@ -8,12 +8,18 @@ Checks, each with a clear failure message (exit status 1 on the first failure):
    lock-delay, with the next LockIndex; a watcher on blocking `kv.get(index=...)` sees it;
 2. a semaphore of 2 built on a KV prefix with check-and-set, as Consul documents it, with
    5 contenders: never more than 2 holders, everyone served;
-3. LockIndex rising by one across every acquisition.
+3. LockIndex rising by one across every acquisition;
+4. (run first, while nothing else moves the index) tenure's own admin command reaching a
+   Consul key: a blocking `kv.get(index=...)` on a held key returns as soon as `tenure demote`
+   takes the lock (the index moves, no Session shown), and the old holder's `release` then
+   answers false and writes nothing. Needs TENURE_BIN (the `tenure` binary) and the database
+   in TENURE_DATABASE_URL / TENURE_TABLE_PREFIX.
 
 `contender` is the child process of check 1.
 """
 
 import json
+import os
 import queue
 import signal
 import subprocess
@@ -210,11 +216,51 @@ def lock_index_rises(host, port, token):
     print(f"lock index: {seen}")
 
 
+def demote_wakes_watchers(host, port, token):
+    key = "service/py-consul/demoted"
+    holder = client(host, port, token)
+    wait = 30
+    # Outlives the whole wait unrenewed: its expiry cannot be what wakes the watcher.
+    sid = holder.session.create(name="demoted", ttl=2 * wait, lock_delay=0)
+    if not holder.kv.put(key, "holder", acquire=sid):
+        fail("could not acquire a free key")
+    index, entry = holder.kv.get(key)
+    if entry.get("Session") != sid:
+        fail(f"the holder does not show: {entry}")
+    seen = {}
+
+    def watch():
+        watcher = client(host, port, token)
+        started = time.monotonic()
+        new_index, new_entry = watcher.kv.get(key, index=index, wait=f"{wait}s")
+        seen.update(index=new_index, entry=new_entry, after=time.monotonic() - started)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    subprocess.run([os.environ["TENURE_BIN"], "demote", key], check=True, capture_output=True)
+    thread.join(timeout=wait - 5)
+    if thread.is_alive():
+        fail(f"a blocking query on index {index} slept through `tenure demote` ({wait}s wait)")
+    if not int(seen["index"]) > int(index):
+        fail(f"the index did not move: {index} -> {seen['index']}")
+    if seen["entry"].get("Session"):
+        fail(f"the demoted key still shows its session: {seen['entry']}")
+    if holder.kv.put(key, "stale", release=sid):
+        fail("a release by the session tenure demoted was accepted")
+    _, entry = holder.kv.get(key)
+    if entry["Value"] != b"holder":
+        fail(f"the stale release wrote its value: {entry}")
+    holder.session.destroy(sid)
+    print(f"demote woke the watcher after {seen['after']:.2f}s; index {index} -> {seen['index']}")
+
+
 def main():
     if sys.argv[1] == "contender":
         contender(*sys.argv[2:7])
         return
     host, port, token = sys.argv[1:4]
+    # First, while nothing else moves the index: only the demote can wake its watcher.
+    demote_wakes_watchers(host, port, token)
     election(host, port, token)
     semaphore(host, port, token)
     lock_index_rises(host, port, token)

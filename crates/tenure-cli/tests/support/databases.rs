@@ -1,5 +1,5 @@
 //! The test databases, shared by the integration tests (through `tests/support`) and the
-//! router's unit tests (`src/serve/tests.rs`, which includes this file by path): where the
+//! router's unit tests (`src/serve/tests/mod.rs`, which includes this file by path): where the
 //! servers are, what an unreachable one means, fresh names and prefixes, and dropping a
 //! prefix's tables.
 //!
@@ -21,8 +21,18 @@ pub const KINDS: [BackendKind; 3] = [
     BackendKind::MySql,
 ];
 
-/// Every table of a prefix.
-pub const TABLES: [&str; 4] = ["lease", "history", "tick", "schema"];
+/// Every table of a prefix: the lease's, MySQL's epoch row, and the Consul layer's (which the
+/// `tenure` command compiles in).
+pub const TABLES: [&str; 8] = [
+    "lease",
+    "history",
+    "tick",
+    "schema",
+    "epoch",
+    "consul_session",
+    "consul_kv",
+    "consul_index",
+];
 
 pub fn postgres_url() -> String {
     std::env::var("TENURE_TEST_POSTGRES_URL")
@@ -139,7 +149,7 @@ pub async fn drop_tables(kind: BackendKind, url: &str, prefix: &str) {
         }
         BackendKind::MySql => {
             let mut c = sqlx::MySqlConnection::connect(url).await.expect("connect");
-            let routines = ["lock_acquire_v1", "lock_release_v1"]
+            let routines = ["lock_acquire_v2", "lock_release_v1"]
                 .map(|r| format!("DROP PROCEDURE IF EXISTS {prefix}{r}"));
             for sql in drops.iter().chain(routines.iter()) {
                 sqlx::raw_sql(sql).execute(&mut c).await.expect("drop");

@@ -104,6 +104,19 @@ impl Backend {
 
     /// `tenure run NAME --candidate ID [extra] -- child LOG ID MODE CODE`.
     pub fn run(&self, name: &str, id: &str, extra: &[&str], mode: &str, code: i32) -> Child {
+        self.run_ttl(TTL_MS, name, id, extra, mode, code)
+    }
+
+    /// As [`run`](Backend::run), with a ttl of `ttl_ms`.
+    pub fn run_ttl(
+        &self,
+        ttl_ms: u64,
+        name: &str,
+        id: &str,
+        extra: &[&str],
+        mode: &str,
+        code: i32,
+    ) -> Child {
         let log = self.log();
         let code = code.to_string();
         let command = [
@@ -113,7 +126,7 @@ impl Backend {
             mode,
             &code,
         ];
-        self.run_command(name, id, extra, &command)
+        self.run_command_ttl(ttl_ms, name, id, extra, &command)
             .spawn()
             .expect("spawn tenure run")
     }
@@ -121,7 +134,18 @@ impl Backend {
     /// `tenure run NAME --ttl TTL --candidate ID [extra] -- COMMAND…`, its stderr in
     /// `ID.stderr`, ready to spawn.
     pub fn run_command(&self, name: &str, id: &str, extra: &[&str], command: &[&str]) -> Command {
-        let ttl = format!("{TTL_MS}ms");
+        self.run_command_ttl(TTL_MS, name, id, extra, command)
+    }
+
+    fn run_command_ttl(
+        &self,
+        ttl_ms: u64,
+        name: &str,
+        id: &str,
+        extra: &[&str],
+        command: &[&str],
+    ) -> Command {
+        let ttl = format!("{ttl_ms}ms");
         let mut args = vec!["run", name, "--ttl", &ttl, "--candidate", id];
         args.extend_from_slice(extra);
         args.push("--");

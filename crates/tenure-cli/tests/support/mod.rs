@@ -3,7 +3,7 @@
 //!
 //! - [`databases`]: where the test servers are, `SKIPPED: …` or a failure under `CI=true` when
 //!   one is unreachable, fresh names and prefixes, dropping a prefix's tables (shared with the
-//!   router's unit tests in `src/serve/tests.rs`). Re-exported here.
+//!   router's unit tests in `src/serve/tests/`). Re-exported here.
 //! - [`tenure`]: the real binary as a [`Command`], with an environment that cannot leak into the
 //!   user's own state (no inherited `TENURE_*` variables; `XDG_STATE_HOME` points into a
 //!   temporary directory of this test process).

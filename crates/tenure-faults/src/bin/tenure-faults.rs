@@ -14,8 +14,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 use tenure::BackendKind;
 use tenure_faults::profile::{self, Profile};
-use tenure_faults::runner::{Settings, Target};
+use tenure_faults::runner::Settings;
 use tenure_faults::scenario::Workload;
+use tenure_faults::target::Target;
 use tenure_faults::{dbserver, ha, node, report};
 
 #[derive(Parser)]

@@ -13,46 +13,33 @@
 //! (`--wsrep-new-cluster`); the others join with an rsync state transfer. `mariadbd` runs as
 //! the user `mysql` (the rsync daemon of the state transfer drops root's rights).
 //!
-//! Teardown ([`Drop`]) SIGKILLs every process whose command line contains the cluster's
-//! temporary directory (`mariadbd`, the state-transfer scripts and rsync, HAProxy), then
-//! removes the directory.
+//! Teardown ([`Drop`]) kills the nodes, then the [`Stage`] kills HAProxy and every process
+//! whose command line contains the cluster's marker, its temporary directory's name (the
+//! state-transfer scripts and rsync), and keeps the logs.
 
-use super::procs;
+use super::cluster::{self, proxy_to, Server, Stage};
+use super::procs::{self, Group};
 use crate::proxy::Proxy;
 use nix::unistd::User;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::Duration;
+use tenure::BackendKind;
 
 const PROVIDER: &str = "/usr/lib/galera/libgalera_smm.so";
 
 /// The tools a Galera cluster needs, and where they are missing, why.
 pub fn missing() -> Vec<String> {
-    let mut missing = Vec::new();
-    for (tool, package) in [
+    let mut missing = cluster::missing_tools(&[
         ("mariadbd", "mariadb-server"),
         ("mariadb-install-db", "mariadb-server"),
         ("wsrep_sst_rsync", "mariadb-server"),
         ("rsync", "rsync"),
         ("haproxy", "haproxy"),
         (PROVIDER, "galera-4"),
-    ] {
-        if find(tool).is_none() {
-            missing.push(format!("{tool} (Debian package {package})"));
-        }
-    }
-    if User::from_name("mysql").ok().flatten().is_none() {
-        missing.push("the user mysql".into());
-    }
-    if !nix::unistd::Uid::effective().is_root() {
-        missing.push("root (to run mariadbd as the user mysql)".into());
-    }
+    ]);
+    missing.extend(cluster::missing_user("mysql", "", "mariadbd"));
     missing
-}
-
-/// `tool` on `PATH`, or in `/usr/sbin` (not on every user's `PATH`).
-fn find(tool: &str) -> Option<PathBuf> {
-    procs::which(tool).or_else(|| procs::which(&format!("/usr/sbin/{tool}")))
 }
 
 pub struct Node {
@@ -63,7 +50,7 @@ pub struct Node {
     /// The node's health check (HTTP, for HAProxy).
     pub check: Option<Check>,
     dir: PathBuf,
-    child: Option<Child>,
+    child: Option<Group>,
     pub alive: bool,
 }
 
@@ -74,13 +61,10 @@ impl Node {
 }
 
 pub struct Galera {
-    dir: Option<tempfile::TempDir>,
-    /// Where the logs go at teardown.
-    logs: PathBuf,
-    marker: String,
+    /// The nodes' data and HAProxy; torn down after the nodes.
+    stage: Stage,
     pub haproxy_port: u16,
     pub nodes: Vec<Node>,
-    haproxy: Option<Child>,
 }
 
 fn chown_tree(path: &Path, uid: u32, gid: u32) -> Result<(), String> {
@@ -105,25 +89,18 @@ impl Galera {
         let mysql = User::from_name("mysql")
             .map_err(|e| e.to_string())?
             .ok_or("no user mysql")?;
-        let dir = tempfile::Builder::new()
-            .prefix("tenure-galera-")
-            .tempdir()
-            .map_err(|e| e.to_string())?;
-        let marker = dir.path().display().to_string();
+        let mut stage = Stage::new("tenure-galera-", logs)?;
         std::fs::set_permissions(
-            dir.path(),
+            stage.dir(),
             std::os::unix::fs::PermissionsExt::from_mode(0o755),
         )
         .map_err(|e| e.to_string())?;
         // HAProxy, and per node: client, group communication, IST, SST.
-        let ports = procs::free_ports(1 + 4 * n).map_err(|e| e.to_string())?;
+        let ports = stage.reserve_ports(1 + 4 * n)?;
         let mut cluster = Galera {
-            dir: Some(dir),
-            logs: logs.to_path_buf(),
-            marker,
+            stage,
             haproxy_port: ports[0],
             nodes: Vec::new(),
-            haproxy: None,
         };
         let root = cluster.dir().to_path_buf();
         let gcomm: Vec<String> = (0..n)
@@ -154,11 +131,10 @@ impl Galera {
             );
             std::fs::write(node_dir.join("my.cnf"), cnf).map_err(|e| e.to_string())?;
             chown_tree(&node_dir, mysql.uid.as_raw(), mysql.gid.as_raw())?;
-            let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], port));
             cluster.nodes.push(Node {
                 name: format!("g{}", i + 1),
                 port,
-                client_proxy: Proxy::start(upstream).await.map_err(|e| e.to_string())?,
+                client_proxy: proxy_to(port).await?,
                 check: Some(
                     Check::start(format!("mysql://root@127.0.0.1:{port}/mysql"))
                         .await
@@ -188,34 +164,25 @@ impl Galera {
             cluster.start_node(i, false)?;
             cluster.wait_synced(i, until).await?;
         }
-        let cfg = root.join("haproxy.cfg");
-        std::fs::write(&cfg, haproxy_config(cluster.haproxy_port, &cluster.nodes))
-            .map_err(|e| e.to_string())?;
-        cluster.haproxy = Some(procs::spawn_logged(
-            Command::new("haproxy")
-                .arg("-db")
-                .arg("-f")
-                .arg(&cfg)
-                .current_dir(&root),
-            &root.join("haproxy.log"),
-        )?);
-        loop {
-            let last = match write_probe(&cluster.url("mysql"), Duration::from_secs(2)).await {
-                Ok(_) => return Ok(cluster),
-                Err(e) => e,
-            };
-            if tokio::time::Instant::now() >= until {
-                return Err(format!(
-                    "no write through HAProxy within {timeout:?} (last: {last})"
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        let config = haproxy_config(cluster.haproxy_port, &cluster.nodes);
+        cluster.stage.start_haproxy(&config)?;
+        let url = cluster.url("mysql");
+        cluster::wait_until(
+            "a write through HAProxy",
+            until.saturating_duration_since(tokio::time::Instant::now()),
+            Duration::from_millis(250),
+            || async {
+                let probe = cluster::write_probe(BackendKind::MySql, &url, Duration::from_secs(2));
+                Ok(probe.await?)
+            },
+        )
+        .await?;
+        Ok(cluster)
     }
 
     fn start_node(&mut self, i: usize, bootstrap: bool) -> Result<(), String> {
         let node = &self.nodes[i];
-        let mut cmd = Command::new(find("mariadbd").ok_or("no mariadbd")?);
+        let mut cmd = Command::new(procs::which("mariadbd").ok_or("no mariadbd")?);
         cmd.arg(format!("--defaults-file={}", node.cnf().display()));
         if bootstrap {
             cmd.arg("--wsrep-new-cluster");
@@ -263,26 +230,24 @@ impl Galera {
             .map_err(|_| "no answer".to_string())?
     }
 
+    /// Waits until node `i` says it is `Synced`, at most until `until`.
     async fn wait_synced(&self, i: usize, until: tokio::time::Instant) -> Result<(), String> {
-        let mut last;
-        loop {
-            match self.state(i).await {
-                Ok(s) if s == "Synced" => return Ok(()),
-                Ok(s) => last = s,
-                Err(e) => last = e,
-            }
-            if tokio::time::Instant::now() >= until {
-                return Err(format!(
-                    "Galera node g{} not synced in time (last: {last})",
-                    i + 1
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+        cluster::wait_until(
+            &format!("Galera node g{} to be synced", i + 1),
+            until.saturating_duration_since(tokio::time::Instant::now()),
+            Duration::from_millis(250),
+            || async move {
+                match self.state(i).await? {
+                    s if s == "Synced" => Ok(()),
+                    s => Err(s.into()),
+                }
+            },
+        )
+        .await
     }
 
     pub fn dir(&self) -> &Path {
-        self.dir.as_ref().expect("the cluster's directory").path()
+        self.stage.dir()
     }
 
     /// A URL of database `db` through HAProxy.
@@ -315,9 +280,8 @@ impl Galera {
 
     /// SIGKILLs node `i` (its `mariadbd`).
     pub fn kill(&mut self, i: usize) {
-        if let Some(c) = self.nodes[i].child.as_mut() {
-            procs::kill_group(c.id() as i32);
-            let _ = c.wait();
+        if let Some(mariadbd) = self.nodes[i].child.as_mut() {
+            mariadbd.kill();
         }
         self.nodes[i].alive = false;
     }
@@ -338,24 +302,23 @@ impl Galera {
                 String::from_utf8_lossy(&out.stderr)
             ));
         }
-        if let Some(mut c) = self.nodes[i].child.take() {
-            let waited = tokio::task::spawn_blocking(move || {
-                let until = std::time::Instant::now() + Duration::from_secs(30);
-                while std::time::Instant::now() < until {
-                    if let Ok(Some(_)) = c.try_wait() {
-                        return true;
+        if let Some(mut mariadbd) = self.nodes[i].child.take() {
+            let within = Duration::from_secs(30);
+            let exited = cluster::wait_until(
+                "mariadbd to exit after its shutdown",
+                within,
+                Duration::from_millis(50),
+                || {
+                    let exited = mariadbd.exited();
+                    async move {
+                        exited
+                            .then_some(())
+                            .ok_or_else(|| "running".to_string().into())
                     }
-                    std::thread::sleep(Duration::from_millis(50));
-                }
-                let _ = c.kill();
-                let _ = c.wait();
-                false
-            })
-            .await
-            .unwrap_or(false);
-            if !waited {
-                return Err("the node did not stop within 30 s".into());
-            }
+                },
+            )
+            .await;
+            exited.map_err(|e| format!("the node did not stop: {e}"))?;
         }
         self.nodes[i].alive = false;
         Ok(())
@@ -364,48 +327,30 @@ impl Galera {
 
 impl Drop for Galera {
     fn drop(&mut self) {
-        for c in self
-            .nodes
-            .iter_mut()
-            .filter_map(|n| n.child.as_mut())
-            .chain(self.haproxy.as_mut())
-        {
-            procs::kill_group(c.id() as i32);
-            let _ = c.wait();
-        }
-        procs::kill_marked(&self.marker);
-        if let Some(dir) = self.dir.take() {
-            procs::copy_logs(dir.path(), &self.logs);
-        }
+        // Every node first, then the stage.
+        self.nodes.clear();
     }
 }
 
+/// HAProxy sends every client to `g1` while it passes its check, else to one backup.
 fn haproxy_config(port: u16, nodes: &[Node]) -> String {
-    let mut cfg = format!(
-        "global\n    maxconn 300\n\ndefaults\n    mode tcp\n    timeout connect 1s\n    \
-         timeout client 1h\n    timeout server 1h\n    timeout check 1s\n\n\
-         listen galera\n    bind 127.0.0.1:{port}\n    option httpchk GET /\n    \
-         http-check expect status 200\n    \
-         default-server inter 250ms fall 2 rise 1 on-marked-down shutdown-sessions\n"
-    );
-    for (i, n) in nodes.iter().enumerate() {
-        let a = n.client_proxy.addr();
-        // When g1 is back, the backup's sessions are cut, so that writes never go to two
-        // nodes at once.
-        let backup = if i == 0 {
-            " on-marked-up shutdown-backup-sessions"
-        } else {
-            " backup"
-        };
-        let check = n.check.as_ref().map_or(0, |c| c.port);
-        cfg.push_str(&format!(
-            "    server {} {}:{} maxconn 100 check port {check}{backup}\n",
-            n.name,
-            a.ip(),
-            a.port()
-        ));
-    }
-    cfg
+    let servers: Vec<Server<'_>> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| Server {
+            name: &n.name,
+            addr: n.client_proxy.addr(),
+            check_port: n.check.as_ref().map_or(0, |c| c.port),
+            // When g1 is back, the backup's sessions are cut, so that writes never go to two
+            // nodes at once.
+            options: if i == 0 {
+                " on-marked-up shutdown-backup-sessions"
+            } else {
+                " backup"
+            },
+        })
+        .collect();
+    cluster::haproxy_config("galera", port, "GET /", &servers)
 }
 
 /// Whether the node at `url` is `Synced` in the primary component (what `clustercheck` asks).
@@ -473,36 +418,6 @@ impl Drop for Check {
     fn drop(&mut self) {
         self.task.abort();
     }
-}
-
-/// One write through `url` within `timeout`; returns the port of the node that committed it.
-pub async fn write_probe(url: &str, timeout: Duration) -> Result<u16, String> {
-    use sqlx::Connection;
-    let attempt = async {
-        let mut c = sqlx::MySqlConnection::connect(url)
-            .await
-            .map_err(|e| e.to_string())?;
-        sqlx::query(
-            "CREATE TABLE IF NOT EXISTS tf_probe (id INTEGER PRIMARY KEY, n BIGINT NOT NULL) \
-             ENGINE=InnoDB",
-        )
-        .execute(&mut c)
-        .await
-        .map_err(|e| e.to_string())?;
-        sqlx::query("INSERT INTO tf_probe VALUES (1, 1) ON DUPLICATE KEY UPDATE n = n + 1")
-            .execute(&mut c)
-            .await
-            .map_err(|e| e.to_string())?;
-        let port: i64 = sqlx::query_scalar("SELECT CAST(@@port AS SIGNED)")
-            .fetch_one(&mut c)
-            .await
-            .map_err(|e| e.to_string())?;
-        let _ = c.close().await;
-        Ok::<u16, String>(port as u16)
-    };
-    tokio::time::timeout(timeout, attempt)
-        .await
-        .map_err(|_| format!("no write within {timeout:?}"))?
 }
 
 #[cfg(test)]

@@ -8,18 +8,21 @@
 //! replicas' WAL streams from it (the lossy-failover control cuts that one); and one between
 //! its Patroni and etcd. A partition blackholes all three.
 //!
-//! Teardown ([`Drop`]) SIGKILLs every process whose command line contains the cluster's marker
-//! (its temporary directory's name, also its Patroni scope and so PostgreSQL's
-//! `cluster_name`, which every PostgreSQL child shows), then removes the directory.
+//! Teardown ([`Drop`]) kills the members' Patroni, then the [`Stage`] kills etcd, HAProxy and
+//! every process whose command line contains the cluster's marker (its temporary directory's
+//! name, also its Patroni scope and so PostgreSQL's `cluster_name`, which every PostgreSQL
+//! child shows), and keeps the logs.
 
-use super::procs::{self, http};
+use super::cluster::{self, proxy_to, Server, Stage, Wait};
+use super::procs::{self, http, Group};
 use crate::proxy::{self, Proxy};
 use nix::unistd::{Gid, Uid, User};
 use serde_json::{json, Value};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::Duration;
+use tenure::BackendKind;
 
 /// Patroni's own timing: the leader key's ttl (s), its loop (s), its retry timeout (s). The
 /// database fails over about one `TTL` after its primary dies.
@@ -29,25 +32,19 @@ const RETRY_TIMEOUT: u64 = 3;
 
 /// The tools a Patroni cluster needs, and where they are missing, why.
 pub fn missing() -> Vec<String> {
-    let mut missing = Vec::new();
-    for (tool, package) in [
+    let mut missing = cluster::missing_tools(&[
         ("patroni", "patroni"),
         ("etcd", "etcd-server"),
         ("haproxy", "haproxy"),
-    ] {
-        if procs::which(tool).is_none() {
-            missing.push(format!("{tool} (Debian package {package})"));
-        }
-    }
+    ]);
     if procs::pg_bin_dir().is_none() {
         missing.push("PostgreSQL server binaries under /usr/lib/postgresql/*/bin".into());
     }
-    if User::from_name("postgres").ok().flatten().is_none() {
-        missing.push("the user postgres (PostgreSQL refuses to run as root)".into());
-    }
-    if !Uid::effective().is_root() {
-        missing.push("root (to run Patroni as the user postgres)".into());
-    }
+    missing.extend(cluster::missing_user(
+        "postgres",
+        " (PostgreSQL refuses to run as root)",
+        "Patroni",
+    ));
     missing
 }
 
@@ -62,7 +59,7 @@ pub struct Member {
     /// This member's Patroni → etcd.
     pub etcd_proxy: Proxy,
     dir: PathBuf,
-    patroni: Option<Child>,
+    patroni: Option<Group>,
     pub alive: bool,
 }
 
@@ -73,16 +70,11 @@ impl Member {
 }
 
 pub struct Patroni {
-    /// Kept open until drop: the data of every member.
-    dir: Option<tempfile::TempDir>,
-    /// Where the logs go at teardown.
-    logs: PathBuf,
-    marker: String,
+    /// The data of every member, etcd and HAProxy; torn down after the members.
+    stage: Stage,
     pub sync: bool,
     pub haproxy_port: u16,
     pub members: Vec<Member>,
-    etcd: Option<Child>,
-    haproxy: Option<Child>,
 }
 
 /// One member's role in `GET /cluster`.
@@ -106,39 +98,26 @@ impl Patroni {
         let pg = User::from_name("postgres")
             .map_err(|e| e.to_string())?
             .ok_or("no user postgres")?;
-        let dir = tempfile::Builder::new()
-            .prefix("tenure-ha-")
-            .tempdir()
-            .map_err(|e| e.to_string())?;
-        let marker = dir
-            .path()
-            .file_name()
-            .and_then(|n| n.to_str())
-            .ok_or("a temp dir without a name")?
-            .to_string();
-        chown(dir.path(), pg.uid, pg.gid)?;
+        let mut stage = Stage::new("tenure-ha-", logs)?;
+        chown(stage.dir(), pg.uid, pg.gid)?;
+        let marker = stage.marker().to_string();
+        let root = stage.dir().to_path_buf();
         let n = 3;
         // etcd client and peer, HAProxy, and a PostgreSQL and a REST port per member.
-        let ports = procs::free_ports(3 + 2 * n).map_err(|e| e.to_string())?;
+        let ports = stage.reserve_ports(3 + 2 * n)?;
         let (etcd_port, peer_port, haproxy_port) = (ports[0], ports[1], ports[2]);
         let mut cluster = Patroni {
-            dir: Some(dir),
-            logs: logs.to_path_buf(),
-            marker: marker.clone(),
+            stage,
             sync,
             haproxy_port,
             members: Vec::new(),
-            etcd: None,
-            haproxy: None,
         };
-        let root = cluster.dir().to_path_buf();
-        let etcd_dir = root.join("etcd");
-        cluster.etcd = Some(procs::spawn_logged(
+        cluster.stage.spawn(
             Command::new("etcd")
                 .arg("--name")
                 .arg(&marker)
                 .arg("--data-dir")
-                .arg(&etcd_dir)
+                .arg(root.join("etcd"))
                 .arg(format!("--listen-client-urls=http://127.0.0.1:{etcd_port}"))
                 .arg(format!(
                     "--advertise-client-urls=http://127.0.0.1:{etcd_port}"
@@ -149,13 +128,26 @@ impl Patroni {
                 ))
                 .arg(format!(
                     "--initial-cluster={marker}=http://127.0.0.1:{peer_port}"
-                ))
-                .current_dir(&root),
-            &root.join("etcd.log"),
-        )?);
+                )),
+            "etcd.log",
+        )?;
+        // Patroni 3.0 exits at once if its first request to etcd fails (through its proxy: a
+        // connection closed, while etcd does not listen yet), and that member never joins: no
+        // Patroni starts before etcd answers.
+        cluster::wait_until(
+            &format!("etcd to answer GET /health on 127.0.0.1:{etcd_port}"),
+            timeout,
+            Duration::from_millis(100),
+            || async {
+                match http(etcd_port, "GET", "/health", None, Duration::from_secs(2)).await? {
+                    (200, body) if body.contains("true") => Ok(()),
+                    (code, body) => Err(format!("{code} {body:.100}").into()),
+                }
+            },
+        )
+        .await?;
         for i in 0..n {
             let (pg_port, rest_port) = (ports[3 + 2 * i], ports[4 + 2 * i]);
-            let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], pg_port));
             let member_dir = root.join(format!("pg{}", i + 1));
             std::fs::create_dir(&member_dir).map_err(|e| e.to_string())?;
             chown(&member_dir, pg.uid, pg.gid)?;
@@ -163,11 +155,9 @@ impl Patroni {
                 name: format!("pg{}", i + 1),
                 pg_port,
                 rest_port,
-                client_proxy: Proxy::start(upstream).await.map_err(|e| e.to_string())?,
-                repl_proxy: Proxy::start(upstream).await.map_err(|e| e.to_string())?,
-                etcd_proxy: Proxy::start(std::net::SocketAddr::from(([127, 0, 0, 1], etcd_port)))
-                    .await
-                    .map_err(|e| e.to_string())?,
+                client_proxy: proxy_to(pg_port).await?,
+                repl_proxy: proxy_to(pg_port).await?,
+                etcd_proxy: proxy_to(etcd_port).await?,
                 dir: member_dir,
                 patroni: None,
                 alive: true,
@@ -190,30 +180,19 @@ impl Patroni {
                     .current_dir(&m.dir),
                 &m.dir.join("patroni.log"),
             )?;
+            // All at once: the one that takes etcd's initialize key bootstraps the cluster,
+            // the others wait for it and then copy it.
             cluster.members[i].patroni = Some(child);
-            // Let the first member bootstrap before the others look for a leader.
-            if i == 0 {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
         }
-        let cfg = root.join("haproxy.cfg");
-        std::fs::write(&cfg, haproxy_config(haproxy_port, &cluster.members))
-            .map_err(|e| e.to_string())?;
-        cluster.haproxy = Some(procs::spawn_logged(
-            Command::new("haproxy")
-                .arg("-db")
-                .arg("-f")
-                .arg(&cfg)
-                .current_dir(&root),
-            &root.join("haproxy.log"),
-        )?);
+        let config = haproxy_config(haproxy_port, &cluster.members);
+        cluster.stage.start_haproxy(&config)?;
         cluster.wait_healthy(timeout).await?;
         Ok(cluster)
     }
 
     /// The temporary directory of the cluster.
     pub fn dir(&self) -> &Path {
-        self.dir.as_ref().expect("the cluster's directory").path()
+        self.stage.dir()
     }
 
     /// A URL of database `db` through HAProxy.
@@ -275,43 +254,53 @@ impl Patroni {
 
     /// Waits until a leader runs and every other live member runs as a replica (in
     /// synchronous mode: one of them the synchronous standby), and a write through HAProxy
-    /// commits.
+    /// commits. A member whose Patroni has exited would never join: that ends the wait at
+    /// once, with the end of its log.
     pub async fn wait_healthy(&self, timeout: Duration) -> Result<(), String> {
-        let until = tokio::time::Instant::now() + timeout;
         let live = self.members.iter().filter(|m| m.alive).count();
-        let mut last;
-        loop {
-            match self.roles().await {
-                Ok(roles) => {
-                    let running = roles.iter().filter(|r| r.state == "running").count();
-                    let leader = roles.iter().any(|r| r.role == "leader");
-                    let standby = !self.sync || roles.iter().any(|r| r.role == "sync_standby");
-                    if leader && standby && running == live && roles.len() == live {
-                        let url = self.url("postgres");
-                        if write_probe(&url, Duration::from_secs(2)).await.is_ok() {
-                            return Ok(());
-                        }
-                    }
-                    last = format!("{roles:?}");
-                }
-                Err(e) => last = e,
+        let what = format!(
+            "the Patroni cluster to be healthy (a leader and {live} members running{}, a write \
+             through HAProxy)",
+            if self.sync {
+                ", one of them the synchronous standby"
+            } else {
+                ""
             }
-            if tokio::time::Instant::now() >= until {
-                return Err(format!(
-                    "the Patroni cluster was not healthy within {timeout:?} (last: {last})"
-                ));
+        );
+        cluster::wait_until(&what, timeout, Duration::from_millis(250), || async {
+            if let Some(m) = self
+                .members
+                .iter()
+                .find(|m| m.alive && !m.patroni.as_ref().is_some_and(Group::is_running))
+            {
+                return Err(Wait::Never(format!(
+                    "{}'s Patroni exited; its log ends: {}",
+                    m.name,
+                    procs::log_tail(&m.dir.join("patroni.log"), 3)
+                )));
             }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
+            let roles = self.roles().await?;
+            let running = roles.iter().filter(|r| r.state == "running").count();
+            let leader = roles.iter().any(|r| r.role == "leader");
+            let standby = !self.sync || roles.iter().any(|r| r.role == "sync_standby");
+            if !(leader && standby && running == live && roles.len() == live) {
+                return Err(format!("{roles:?}").into());
+            }
+            let url = self.url("postgres");
+            cluster::write_probe(BackendKind::Postgres, &url, Duration::from_secs(2))
+                .await
+                .map_err(|e| format!("{roles:?}, no write: {e}"))?;
+            Ok(())
+        })
+        .await
     }
 
     /// SIGKILLs member `i` whole, as a lost machine: Patroni, its PostgreSQL and every
     /// PostgreSQL child.
     pub fn kill(&mut self, i: usize) {
         let m = &mut self.members[i];
-        if let Some(child) = m.patroni.as_mut() {
-            procs::kill_group(child.id() as i32);
-            let _ = child.wait();
+        if let Some(patroni) = m.patroni.as_mut() {
+            patroni.kill();
         }
         let pid_file = m.data_dir().join("postmaster.pid");
         if let Some(pid) = std::fs::read_to_string(pid_file)
@@ -373,23 +362,8 @@ impl Patroni {
 
 impl Drop for Patroni {
     fn drop(&mut self) {
-        for m in &mut self.members {
-            if let Some(c) = m.patroni.as_mut() {
-                procs::kill_group(c.id() as i32);
-                let _ = c.wait();
-            }
-        }
-        for c in [self.haproxy.as_mut(), self.etcd.as_mut()]
-            .into_iter()
-            .flatten()
-        {
-            procs::kill_group(c.id() as i32);
-            let _ = c.wait();
-        }
-        procs::kill_marked(&self.marker);
-        if let Some(dir) = self.dir.take() {
-            procs::copy_logs(dir.path(), &self.logs);
-        }
+        // Every Patroni first (so that none restarts its PostgreSQL), then the stage.
+        self.members.clear();
     }
 }
 
@@ -456,57 +430,18 @@ fn member_config(scope: &str, m: &Member, bin_dir: &Path, sync: bool) -> Value {
     })
 }
 
+/// HAProxy sends every client to the member whose Patroni answers `OPTIONS /primary` with 200.
 fn haproxy_config(port: u16, members: &[Member]) -> String {
-    let mut cfg = format!(
-        "global\n    maxconn 300\n\ndefaults\n    mode tcp\n    timeout connect 1s\n    \
-         timeout client 1h\n    timeout server 1h\n    timeout check 1s\n\n\
-         listen primary\n    bind 127.0.0.1:{port}\n    option httpchk OPTIONS /primary\n    \
-         http-check expect status 200\n    \
-         default-server inter 250ms fall 2 rise 1 on-marked-down shutdown-sessions\n"
-    );
-    for m in members {
-        let a = m.client_proxy.addr();
-        cfg.push_str(&format!(
-            "    server {} {}:{} maxconn 100 check port {}\n",
-            m.name,
-            a.ip(),
-            a.port(),
-            m.rest_port
-        ));
-    }
-    cfg
-}
-
-/// One write through `url` (a probe table in its database), within `timeout`: the database is
-/// writable for clients. Returns the port of the server that committed it.
-pub async fn write_probe(url: &str, timeout: Duration) -> Result<u16, String> {
-    use sqlx::Connection;
-    let attempt = async {
-        let mut c = sqlx::PgConnection::connect(url)
-            .await
-            .map_err(|e| e.to_string())?;
-        sqlx::query(
-            "CREATE TABLE IF NOT EXISTS tf_probe (id INTEGER PRIMARY KEY, n BIGINT NOT NULL)",
-        )
-        .execute(&mut c)
-        .await
-        .map_err(|e| e.to_string())?;
-        sqlx::query(
-            "INSERT INTO tf_probe VALUES (1, 1) ON CONFLICT (id) DO UPDATE SET n = tf_probe.n + 1",
-        )
-        .execute(&mut c)
-        .await
-        .map_err(|e| e.to_string())?;
-        let port: i32 = sqlx::query_scalar("SELECT inet_server_port()")
-            .fetch_one(&mut c)
-            .await
-            .map_err(|e| e.to_string())?;
-        let _ = c.close().await;
-        Ok::<u16, String>(port as u16)
-    };
-    tokio::time::timeout(timeout, attempt)
-        .await
-        .map_err(|_| format!("no write within {timeout:?}"))?
+    let servers: Vec<Server<'_>> = members
+        .iter()
+        .map(|m| Server {
+            name: &m.name,
+            addr: m.client_proxy.addr(),
+            check_port: m.rest_port,
+            options: "",
+        })
+        .collect();
+    cluster::haproxy_config("primary", port, "OPTIONS /primary", &servers)
 }
 
 /// Whether the server at `url` is a standby (`pg_is_in_recovery()`), within `timeout`.

@@ -1,5 +1,6 @@
-//! Processes of a private cluster: the tools it needs, free ports, a tiny HTTP client for the
-//! cluster managers' REST APIs, and teardown by a marker in the command line.
+//! Processes of a private cluster: the tools it needs, free ports reserved among tenure-faults
+//! runs ([`Ports`]), processes started in groups of their own ([`Group`]), a tiny HTTP client
+//! for the cluster managers' REST APIs, and teardown by a marker in the command line.
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -7,16 +8,18 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// The first of `names` found on `PATH` (or as given, if absolute).
+/// `name` on `PATH`, or in `/usr/sbin` (not on every user's `PATH`), or as given if absolute.
 pub fn which(name: &str) -> Option<PathBuf> {
     if name.starts_with('/') {
         return Path::new(name).exists().then(|| PathBuf::from(name));
     }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join(name))
-            .find(|p| p.is_file())
-    })
+    std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join(name))
+                .find(|p| p.is_file())
+        })
+        .or_else(|| Some(Path::new("/usr/sbin").join(name)).filter(|p| p.is_file()))
 }
 
 /// The newest PostgreSQL server binaries under `/usr/lib/postgresql/*/bin`.
@@ -34,28 +37,86 @@ pub fn pg_bin_dir() -> Option<PathBuf> {
     versions.pop().map(|(_, bin)| bin)
 }
 
+/// Where tenure-faults runs reserve the ports of their clusters: one file per port, holding
+/// the pid of the run that reserved it.
+pub const RESERVED: &str = "/tmp/tenure-faults-ports";
+
+/// Ports reserved for one cluster, machine-wide among tenure-faults runs, until dropped.
+///
+/// A port is free only for the moment it is tested: between the test and the bind of the
+/// server that gets it (a Patroni starting on a busy machine takes seconds) another run could
+/// choose it too. A reservation file closes that window between two runs at once (CI's and a
+/// developer's): a run skips a port whose file names a live process.
+pub struct Ports {
+    pub ports: Vec<u16>,
+    files: Vec<PathBuf>,
+}
+
+impl Drop for Ports {
+    fn drop(&mut self) {
+        for f in &self.files {
+            let _ = std::fs::remove_file(f);
+        }
+    }
+}
+
 /// `n` distinct free TCP ports on 127.0.0.1, below the kernel's ephemeral range (32768 and
 /// up), so that no outgoing connection takes one of them before its server binds it; never
-/// 5432 or 3306. Each is held while the others are chosen, then released.
-pub fn free_ports(n: usize) -> std::io::Result<Vec<u16>> {
+/// 5432 or 3306; each reserved ([`Ports`]), and held while the others are chosen.
+pub fn free_ports(n: usize) -> std::io::Result<Ports> {
     use rand::Rng;
+    std::fs::create_dir_all(RESERVED)?;
     let mut rng = rand::thread_rng();
     let mut held = Vec::new();
+    let mut reserved = Ports {
+        ports: Vec::new(),
+        files: Vec::new(),
+    };
     for _ in 0..n * 200 {
         if held.len() == n {
             break;
         }
         let port: u16 = rng.gen_range(20_000..32_000);
-        if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port)) {
-            held.push(l);
+        let Ok(listener) = std::net::TcpListener::bind(("127.0.0.1", port)) else {
+            continue;
+        };
+        if let Some(file) = reserve(port) {
+            held.push(listener);
+            reserved.ports.push(port);
+            reserved.files.push(file);
         }
     }
     if held.len() < n {
         return Err(std::io::Error::other("no free ports in 20000..32000"));
     }
-    held.iter()
-        .map(|l| l.local_addr().map(|a| a.port()))
-        .collect()
+    Ok(reserved)
+}
+
+/// Reserves `port` for this process: its file, created if absent or if the process it names
+/// is gone.
+fn reserve(port: u16) -> Option<PathBuf> {
+    let file = Path::new(RESERVED).join(port.to_string());
+    let create = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&file)
+            .and_then(|mut f| {
+                std::io::Write::write_all(&mut f, std::process::id().to_string().as_bytes())
+            })
+    };
+    if create().is_ok() {
+        return Some(file);
+    }
+    let owner: Option<i32> = std::fs::read_to_string(&file).ok()?.trim().parse().ok();
+    let alive = owner.is_some_and(|pid| Path::new(&format!("/proc/{pid}")).exists());
+    if alive {
+        return None;
+    }
+    // Left by a run that died: take it over (if another run does at the same moment, one of
+    // the two creations fails).
+    std::fs::remove_file(&file).ok()?;
+    create().ok().map(|()| file)
 }
 
 /// Copies every `*.log`, `*.cfg` and `*.yml` file under `from` (two levels deep) into `to`,
@@ -80,6 +141,18 @@ pub fn copy_logs(from: &Path, to: &Path) {
                 let _ = std::fs::copy(&path, to.join(name));
             }
         }
+    }
+}
+
+/// The last `n` lines of the file `log`, joined by " / " (what a failure quotes of a process).
+pub fn log_tail(log: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let mut tail: Vec<&str> = text.lines().rev().take(n).collect();
+    tail.reverse();
+    if tail.is_empty() {
+        format!("({} is empty)", log.display())
+    } else {
+        tail.join(" / ")
     }
 }
 
@@ -162,11 +235,6 @@ pub fn kill_tree(pid: i32) {
     }
 }
 
-/// SIGKILLs the process group `pgid`.
-pub fn kill_group(pgid: i32) {
-    let _ = kill(Pid::from_raw(-pgid), Signal::SIGKILL);
-}
-
 /// SIGKILLs every process (other than this one) whose command line contains `marker`, until
 /// none is left (at most 5 s); returns how many it killed.
 pub fn kill_marked(marker: &str) -> usize {
@@ -196,19 +264,66 @@ pub fn kill_marked(marker: &str) -> usize {
 
 /// Starts `cmd` in a process group of its own (so that teardown can kill the whole group), with
 /// stdin closed and stdout and stderr appended to the file `log`.
-pub fn spawn_logged(
-    cmd: &mut std::process::Command,
-    log: &Path,
-) -> Result<std::process::Child, String> {
+pub fn spawn_logged(cmd: &mut std::process::Command, log: &Path) -> Result<Group, String> {
     use std::os::unix::process::CommandExt;
     let out = std::fs::File::create(log).map_err(|e| format!("{}: {e}", log.display()))?;
     let err = out.try_clone().map_err(|e| e.to_string())?;
-    cmd.stdin(std::process::Stdio::null())
+    let child = cmd
+        .stdin(std::process::Stdio::null())
         .stdout(out)
         .stderr(err)
         .process_group(0)
         .spawn()
-        .map_err(|e| format!("{:?}: {e}", cmd.get_program()))
+        .map_err(|e| format!("{:?}: {e}", cmd.get_program()))?;
+    Ok(Group { child: Some(child) })
+}
+
+/// A process started by [`spawn_logged`], the leader of its own process group: killed with its
+/// whole group, and reaped, by [`Group::kill`] or when dropped.
+pub struct Group {
+    /// `None` once reaped: its pid may belong to someone else by then.
+    child: Option<std::process::Child>,
+}
+
+impl Group {
+    /// SIGKILLs the whole group and reaps its leader.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = kill(Pid::from_raw(-(child.id() as i32)), Signal::SIGKILL);
+            let _ = child.wait();
+        }
+    }
+
+    /// Whether the leader still runs: not reaped, and not a zombie that has exited.
+    pub fn is_running(&self) -> bool {
+        self.child.as_ref().is_some_and(|c| {
+            std::fs::read_to_string(format!("/proc/{}/stat", c.id()))
+                .ok()
+                .and_then(|stat| {
+                    let state = stat.rsplit_once(") ")?.1.chars().next()?;
+                    Some(state != 'Z' && state != 'X')
+                })
+                .unwrap_or(false)
+        })
+    }
+
+    /// Whether the leader has exited (and is reaped).
+    pub fn exited(&mut self) -> bool {
+        match self.child.as_mut().map(std::process::Child::try_wait) {
+            None => true,
+            Some(Ok(Some(_))) => {
+                self.child = None;
+                true
+            }
+            Some(_) => false,
+        }
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.kill();
+    }
 }
 
 #[cfg(test)]
@@ -216,13 +331,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn free_ports_are_distinct_and_not_the_system_servers() {
-        let ports = free_ports(9).unwrap();
+    fn free_ports_are_distinct_reserved_and_not_the_system_servers() {
+        let reserved = free_ports(9).unwrap();
+        let others = free_ports(9).unwrap();
+        assert!(reserved.ports.iter().all(|p| !others.ports.contains(p)));
+        for p in &reserved.ports {
+            let file = Path::new(RESERVED).join(p.to_string());
+            let pid = std::fs::read_to_string(&file).unwrap();
+            assert_eq!(pid, std::process::id().to_string());
+        }
+        let files: Vec<PathBuf> = reserved.files.clone();
+        let ports = reserved.ports.clone();
+        drop(reserved);
+        assert!(files.iter().all(|f| !f.exists()), "released when dropped");
         let mut unique = ports.clone();
         unique.sort();
         unique.dedup();
         assert_eq!(unique.len(), 9);
         assert!(ports.iter().all(|p| (20_000..32_000).contains(p)));
+    }
+
+    #[test]
+    fn a_reservation_of_a_dead_run_is_taken_over() {
+        std::fs::create_dir_all(RESERVED).unwrap();
+        let (port, file) = (31_900..32_000)
+            .map(|p: u16| (p, Path::new(RESERVED).join(p.to_string())))
+            .find(|(_, f)| !f.exists())
+            .expect("a port nobody has reserved");
+        // A pid that cannot be running: above the kernel's pid_max.
+        std::fs::write(&file, "4194305").unwrap();
+        let taken = reserve(port).expect("a dead run's reservation");
+        assert_eq!(
+            std::fs::read_to_string(&taken).unwrap(),
+            std::process::id().to_string()
+        );
+        assert!(reserve(port).is_none(), "a live run's reservation is kept");
+        std::fs::remove_file(taken).unwrap();
     }
 
     #[test]
@@ -256,6 +400,30 @@ mod tests {
         );
         let _ = other.kill();
         let _ = other.wait();
+    }
+
+    #[test]
+    fn a_group_runs_until_its_leader_exits_or_it_is_killed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut exits = spawn_logged(
+            std::process::Command::new("sh").args(["-c", "exit 3"]),
+            &dir.path().join("exits.log"),
+        )
+        .unwrap();
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while exits.is_running() {
+            assert!(std::time::Instant::now() < until, "sh never exited");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(exits.exited());
+        let mut waits = spawn_logged(
+            std::process::Command::new("sleep").arg("30"),
+            &dir.path().join("waits.log"),
+        )
+        .unwrap();
+        assert!(waits.is_running() && !waits.exited());
+        waits.kill();
+        assert!(!waits.is_running() && waits.exited());
     }
 
     #[tokio::test]

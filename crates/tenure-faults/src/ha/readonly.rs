@@ -11,11 +11,15 @@
 //! tenure or is answered `acquired`, every node records failed campaigns and the last one says
 //! [`REASON`]; once the server is writable a node leads within ttl + max jitter + 1 s of the
 //! moment it was (a Patroni member: `pg_is_in_recovery()` is false on its own port); once it is
-//! read-only again the leader steps down by its deadline and nobody leads for two ttls. The
-//! checker runs on the whole history as in every scenario (I1: terms only rise).
+//! read-only again the leader steps down by its deadline and nobody leads for two ttls. Each
+//! read-only window lasts 2.5 ttls, and on until every node's last failed campaign says why
+//! (a node slow to start on a busy machine; at most [`SAY_WITHIN`] more). The checker runs on
+//! the whole history as in every scenario (I1: terms only rise).
 
+use super::cluster;
+use super::database::Database;
 use super::patroni::{self, Patroni};
-use super::{end, start, Database, HaOutcome};
+use super::scenario::HaOutcome;
 use crate::clock;
 use crate::dbserver;
 use crate::event::{self, Event, Kind};
@@ -33,7 +37,7 @@ const STEP_DOWN_SLACK: Duration = Duration::from_millis(500);
 
 /// Runs the three steps on `c` (prepared, no node started). Returns the nodes, when the server
 /// was asked to become writable and its name.
-pub(super) async fn drive(
+pub async fn drive(
     mut c: Cluster,
     db: &mut Database,
     outcome: &mut HaOutcome,
@@ -50,7 +54,7 @@ pub(super) async fn drive(
     let probe = db.direct_url(member, "postgres");
 
     // 1. Read-only from the start: nobody leads, and the nodes say why.
-    start(&c, "read_only", &server);
+    c.nemesis.fault_start("read_only", &server);
     if let Database::Galera(g) = &*db {
         g.sql(member, "SET GLOBAL read_only = 1").await?;
     }
@@ -60,9 +64,10 @@ pub(super) async fn drive(
         c.spawn(slot)?;
     }
     sleep(ttl * 2 + ttl / 2).await;
+    said_read_only(&c, from).await;
 
     // 2. Writable: a node leads within the bound.
-    let asked = start(&c, "writable", &server);
+    let asked = c.nemesis.fault_start("writable", &server);
     let writable_at = match &*db {
         Database::Patroni(p) => promote(p, member, &probe).await?,
         Database::Galera(g) => {
@@ -70,7 +75,7 @@ pub(super) async fn drive(
             clock::now_ns()
         }
     };
-    end(&c, "read_only", &server);
+    c.nemesis.fault_end("read_only", &server);
     outcome.db_failover = Some(clock::between(asked, writable_at));
     let history = merged(&c);
     let notes = never_led(
@@ -101,7 +106,7 @@ pub(super) async fn drive(
     sleep(ttl).await;
 
     // 3. Read-only under the leader: it steps down by its deadline, nobody leads again.
-    let demoted = start(&c, "read_only", &server);
+    let demoted = c.nemesis.fault_start("read_only", &server);
     let read_only_at = match &*db {
         Database::Patroni(p) => demote(p, member, &probe).await?,
         Database::Galera(g) => {
@@ -110,7 +115,8 @@ pub(super) async fn drive(
         }
     };
     sleep(ttl * 2 + ttl / 2).await;
-    end(&c, "read_only", &server);
+    said_read_only(&c, read_only_at).await;
+    c.nemesis.fault_end("read_only", &server);
     let history = merged(&c);
     outcome.notes.push(stepped_down(&history, &leader, demoted));
     let notes = never_led(
@@ -170,6 +176,43 @@ async fn recovery_is(url: &str, standby: bool, timeout: Duration) -> Option<u64>
         sleep(Duration::from_millis(25)).await;
     }
     None
+}
+
+/// How long a window of a read-only server is held open, past its 2.5 ttls, for every node
+/// to say why it does not lead (a node process slow to start on a busy machine, say).
+const SAY_WITHIN: Duration = Duration::from_secs(60);
+
+/// Waits (at most [`SAY_WITHIN`]) until every node's last failed campaign after `since` says
+/// [`REASON`]. A node that never does is an error of [`never_led`], which names it.
+async fn said_read_only(c: &Cluster, since: u64) {
+    let _ = cluster::wait_until(
+        "every node's last failed campaign to say read-only",
+        SAY_WITHIN,
+        Duration::from_millis(100),
+        || async {
+            let history = merged(c);
+            let silent: Vec<&str> = c
+                .nodes
+                .iter()
+                .map(|n| n.id.as_str())
+                .filter(|id| {
+                    let last = history.iter().rev().find_map(|e| match &e.kind {
+                        Kind::CampaignFailed { error } if e.t > since && e.node == *id => {
+                            Some(error)
+                        }
+                        _ => None,
+                    });
+                    !last.is_some_and(|error| error.contains(REASON))
+                })
+                .collect();
+            if silent.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("not yet from {}", silent.join(", ")).into())
+            }
+        },
+    )
+    .await;
 }
 
 fn merged(c: &Cluster) -> Vec<Event> {

@@ -9,7 +9,8 @@
 //! - every other Galera scenario (through HAProxy) asserts the connect warning of every node and
 //!   reports how many warned of spread writes.
 
-use super::{end, start, Database, HaOutcome};
+use super::database::Database;
+use super::scenario::HaOutcome;
 use crate::dbserver;
 use crate::runner::cluster::Cluster;
 use std::time::Duration;
@@ -61,7 +62,7 @@ pub fn connect_notes(w: &Warned) -> Vec<String> {
 
 /// Runs the spread scenario on `c` (prepared, no node started): node `i` writes through
 /// member `i mod n`. Returns the nodes, when the spread began and its target.
-pub(super) async fn drive(
+pub async fn drive(
     mut c: Cluster,
     db: &Database,
     outcome: &mut HaOutcome,
@@ -69,7 +70,7 @@ pub(super) async fn drive(
     let Database::Galera(g) = db else {
         return Err("the spread scenario needs a Galera cluster".into());
     };
-    let began = start(&c, "spread", "*");
+    let began = c.nemesis.fault_start("spread", "*");
     for slot in 0..c.settings.nodes {
         c.url = g.direct_url(slot % g.nodes.len(), dbserver::DATABASE);
         c.spawn(slot)?;
@@ -79,7 +80,7 @@ pub(super) async fn drive(
         sleep(Duration::from_millis(250)).await;
     }
     let took = crate::clock::between(began, crate::clock::now_ns());
-    end(&c, "spread", "*");
+    c.nemesis.fault_end("spread", "*");
     let w = warned(&c);
     outcome.notes.extend(connect_notes(&w));
     outcome.notes.push(if w.spread > 0 {

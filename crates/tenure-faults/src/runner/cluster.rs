@@ -7,22 +7,13 @@ use crate::node::locks::LockSet;
 use crate::proxy::Proxy;
 use crate::resource::{self, Db};
 use crate::scenario::{Fault, Scenario, Workload};
+use crate::target::Target;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 use tenure::{BackendKind, Store};
 use tokio::process::{Child, Command};
-
-/// Where a scenario runs.
-#[derive(Clone, Debug)]
-pub struct Target {
-    pub kind: BackendKind,
-    /// The suite's own database on a server, or (SQLite) ignored: each run gets its own file.
-    pub url: String,
-    /// PostgreSQL through a transaction-mode pooler (PgBouncer; `?pooler=transaction`).
-    pub pooled: bool,
-}
 
 /// What every scenario shares.
 #[derive(Clone, Debug)]

@@ -4,12 +4,13 @@
 pub mod cluster;
 mod nemesis;
 
-pub use cluster::{Settings, Target};
+pub use cluster::Settings;
 pub use nemesis::{faketime_env, LIBFAKETIME};
 
 use crate::checker::locks::SemaphoreBound;
 use crate::checker::{self, Expect, Verdict};
 use crate::scenario::{Fault, Scenario, Workload};
+use crate::target::Target;
 use cluster::Cluster;
 use nemesis::Nemesis;
 use rand::SeedableRng;

@@ -60,17 +60,11 @@ impl Nemesis {
 
     fn start(&mut self, c: &Cluster, fault: &str, target: &str) {
         self.injected.push(fault.to_string());
-        c.nemesis.record(Kind::FaultStart {
-            fault: fault.into(),
-            target: target.into(),
-        });
+        c.nemesis.fault_start(fault, target);
     }
 
     fn end(c: &Cluster, fault: &str, target: &str) {
-        c.nemesis.record(Kind::FaultEnd {
-            fault: fault.into(),
-            target: target.into(),
-        });
+        c.nemesis.fault_end(fault, target);
     }
 
     /// One round of `fault`.

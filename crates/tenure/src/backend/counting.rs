@@ -103,12 +103,8 @@ impl Backend for CountingBackend {
         self.applies.fetch_add(1, Ordering::SeqCst);
         self.inner.apply(name, op, actor).await
     }
-    async fn consul(
-        &self,
-        request: &crate::consul::Request,
-        actor: &str,
-    ) -> Result<crate::consul::Answer> {
-        self.inner.consul(request, actor).await
+    async fn transaction(&self, body: &mut dyn super::tx::Body) -> Result<()> {
+        self.inner.transaction(body).await
     }
     async fn renew_many(&self, holder: &str, leases: &[(String, u64)]) -> Result<Renewed> {
         self.batches.fetch_add(1, Ordering::SeqCst);

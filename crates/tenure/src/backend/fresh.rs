@@ -7,12 +7,14 @@
 //! answers [`Error::ReadOnly`](crate::Error::ReadOnly) or times out, the store marks the
 //! instant, and the pool closes every connection opened before it instead of handing it out
 //! or taking it back; the next call opens a fresh one. The mark costs one atomic read per
-//! acquire and release, no round trip.
+//! acquire and release, no round trip. A connection held outside the pool's hands (PostgreSQL's
+//! LISTEN) watches [`Freshness::discards`] and reconnects at each mark.
 
 use sqlx::pool::{PoolConnectionMetadata, PoolOptions};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::watch;
 
 /// The instant before which a connection is stale, shared by a backend and its pool's hooks.
 #[derive(Debug)]
@@ -21,6 +23,8 @@ pub struct Freshness {
     base: Instant,
     /// Connections opened before this many nanoseconds after `base` are stale; 0: none are.
     stale_before_ns: AtomicU64,
+    /// How many marks so far, for what holds a connection of its own.
+    discards: watch::Sender<u64>,
 }
 
 impl Freshness {
@@ -28,7 +32,14 @@ impl Freshness {
         Arc::new(Freshness {
             base: Instant::now(),
             stale_before_ns: AtomicU64::new(0),
+            discards: watch::channel(0).0,
         })
+    }
+
+    /// Changes at every mark: a connection held outside the pool (PostgreSQL's LISTEN) then
+    /// gives its connection back (closed, as stale) and takes a fresh one.
+    pub(crate) fn discards(&self) -> watch::Receiver<u64> {
+        self.discards.subscribe()
     }
 
     /// Every connection open now is stale.
@@ -39,6 +50,7 @@ impl Freshness {
     fn discard_opened_before(&self, at: Instant) {
         let ns = self.ns(at).max(1);
         self.stale_before_ns.fetch_max(ns, Ordering::AcqRel);
+        self.discards.send_modify(|count| *count += 1);
     }
 
     /// Whether a connection that has been open for `age` (as of `now`) may be used.

@@ -25,6 +25,7 @@ mod fresh;
 pub(crate) mod kind;
 pub(crate) mod options;
 mod sql;
+pub(crate) mod tx;
 pub(crate) mod url;
 
 pub(crate) use crate::records::{Applied, HistoryEntry, Snapshot};
@@ -33,6 +34,11 @@ pub use counting::{CountingBackend, Counts};
 pub(crate) use kind::BackendKind;
 pub(crate) use options::StoreOptions;
 pub use sql::SqlBackend;
+/// What [`Backend::transaction`] runs: a wrapper of a backend in tenure's own tests passes it
+/// on (`testing` feature). Not part of the API.
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub use tx::Body as TransactionBody;
 pub(crate) use url::RedactedUrl;
 
 /// The outcome of [`Backend::renew_many`].
@@ -52,7 +58,8 @@ pub struct Renewed {
 /// in order: who it is (`kind`, `url`); the lease operations, each decided by the model in one
 /// transaction (`apply`, and `renew_many`, the keep-alive of many locks); the schedules' ticks
 /// (`last_tick`, `complete_tick`); the reads (`get`, `list`, `history`); the tables (`migrate`,
-/// `check_schema`, `schema_sql`, `fence_sql`); and what the database pushes (`subscribe`).
+/// `check_schema`, `schema_sql`, `fence_sql`); what the database pushes (`subscribe`); and
+/// one transaction for whatever else reads and writes several rows at once (`transaction`).
 /// It is one trait, not four, because the SQL implementation's sqlx bounds would otherwise be
 /// written out on every part.
 #[async_trait]
@@ -141,18 +148,16 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
         None
     }
 
-    /// Runs one request of the Consul layer in one transaction (see [`crate::consul`]);
-    /// `actor` goes into the history of the leases it changes. The default refuses: only
-    /// the SQL backends keep sessions and values.
+    /// Runs `body` in one transaction (begun, run, committed or rolled back as it says, and
+    /// run again after a transient conflict): the seam of the features that keep rows of
+    /// their own beside the leases (`tx.rs`). The body's type is crate-private, so only
+    /// tenure's own backends and wrappers implement this; the default refuses.
     ///
     /// # Errors
-    /// [`Error::Consul`](crate::Error::Consul) for a refused request, database errors.
-    async fn consul(
-        &self,
-        _request: &crate::consul::Request,
-        _actor: &str,
-    ) -> Result<crate::consul::Answer> {
-        Err(crate::Error::Unsupported("the Consul API"))
+    /// What the body returns, database errors; [`Error::Unsupported`](crate::Error::Unsupported)
+    /// by default.
+    async fn transaction(&self, _body: &mut dyn tx::Body) -> Result<()> {
+        Err(crate::Error::Unsupported("transactions"))
     }
 
     /// Stops using the connections open now: a call timed out or found the server read-only,
@@ -232,10 +237,10 @@ pub async fn connect(url: &str, options: &StoreOptions) -> Result<std::sync::Arc
 /// without connecting. Parameters, in order: name, holder, term.
 ///
 /// # Errors
-/// As [`schema_script`].
+/// As [`schema_script`](crate::schema_script).
 pub fn fence_sql(kind: BackendKind, prefix: &str) -> Result<String> {
     crate::validate::table_prefix(prefix)?;
-    Ok(sql::Statements::new(prefix, &dialect(kind)?).fence)
+    Ok(sql::Statements::new(prefix, &dialect(kind)?, true).fence)
 }
 
 fn dialect(kind: BackendKind) -> Result<sql::Dialect> {
@@ -263,13 +268,13 @@ fn dialect(kind: BackendKind) -> Result<sql::Dialect> {
     })
 }
 
-/// The DDL that creates tenure's tables with `prefix` on `kind`, for a DBA to apply by hand
-/// (the same script [`Backend::migrate`] runs), without connecting.
+/// The DDL of the lease's tables and routines with `prefix` on `kind` (the script
+/// [`Backend::migrate`] runs), without connecting.
 ///
 /// # Errors
 /// [`Error::Invalid`](crate::Error::Invalid) for a bad prefix,
 /// [`Error::BackendNotCompiled`](crate::Error::BackendNotCompiled).
-pub fn schema_script(kind: BackendKind, prefix: &str) -> Result<String> {
+pub(crate) fn lease_script(kind: BackendKind, prefix: &str) -> Result<String> {
     crate::validate::table_prefix(prefix)?;
-    Ok(sql::Statements::new(prefix, &dialect(kind)?).script())
+    Ok(sql::Statements::new(prefix, &dialect(kind)?, true).script())
 }

@@ -10,7 +10,8 @@ use std::time::Duration;
 #[derive(Clone)]
 pub struct StoreOptions {
     /// Prefix of the table names (`<prefix>lease`, `<prefix>history`, `<prefix>tick`,
-    /// `<prefix>schema`).
+    /// `<prefix>schema`, on MySQL/MariaDB `<prefix>epoch`, and those of the layers compiled in,
+    /// e.g. `<prefix>consul_session`).
     /// Default `tenure_`; must match `^[A-Za-z_][A-Za-z0-9_]{0,40}$`.
     pub table_prefix: String,
     /// Create the tables on first use (`IF NOT EXISTS`). Turn off where the user has no DDL
@@ -32,6 +33,8 @@ pub struct StoreOptions {
     /// followers poll, every renew interval. Unreachable, or not PostgreSQL: connecting fails.
     /// Default `None`: LISTEN on the database URL itself, unless it names a transaction pooler.
     pub notify_url: Option<String>,
+    /// Mint terms in the database's epochs (always, but in a fault suite's negative control).
+    pub(crate) epochs: bool,
 }
 
 impl fmt::Debug for StoreOptions {
@@ -46,6 +49,7 @@ impl fmt::Debug for StoreOptions {
                 "notify_url",
                 &self.notify_url.as_deref().map(RedactedUrl::new),
             )
+            .field("epochs", &self.epochs)
             .finish()
     }
 }
@@ -59,6 +63,7 @@ impl Default for StoreOptions {
             timeout: Duration::from_secs(5),
             max_connections: 8,
             notify_url: None,
+            epochs: true,
         }
     }
 }
@@ -82,6 +87,15 @@ impl StoreOptions {
         self
     }
 
+    /// Mints every term in epoch zero, as tenure did before epochs: unsafe across an
+    /// asynchronous failover (a term can repeat). Only for the negative control of tenure's own
+    /// fault suite, which must show that it catches that (`testing` feature).
+    #[cfg(feature = "testing")]
+    pub fn without_epochs(mut self) -> Self {
+        self.epochs = false;
+        self
+    }
+
     /// Sets the per-call timeout.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
@@ -96,7 +110,11 @@ impl StoreOptions {
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
-        validate::table_prefix(&self.table_prefix)
+        validate::table_prefix(&self.table_prefix)?;
+        if let Some(keep) = self.history_retention {
+            validate::duration_ms("history retention", keep)?;
+        }
+        Ok(())
     }
 
     pub(crate) fn retention_us(&self) -> Option<i64> {

@@ -2,6 +2,10 @@
 //! — on tenure's tables, so that Consul clients (and anything that speaks HTTP, through
 //! `tenure serve`) campaign, lock and fence on the database the service already has.
 //!
+//! A layer on the store's transaction seam (`backend/tx.rs`): its own folder, cargo feature
+//! (`consul`), error type, statements and tables; [`Consul`] is its handle. Nothing below the
+//! store knows it.
+//!
 //! # How it maps onto tenure
 //! - A **lock on a key is the tenure lease of that name**: `?acquire=<session>` is a campaign
 //!   by the session, decided by the same model as every other campaign, under the lease row's
@@ -22,6 +26,13 @@
 //! - Values live in `<prefix>consul_kv`; one counter row, `<prefix>consul_index`, gives every
 //!   write its index (`CreateIndex`, `ModifyIndex`, `X-Consul-Index`). Every write locks that
 //!   row first, so Consul writes are serialized; each is one transaction.
+//! - **The index moves whenever an answer changes**, also when the change was not a Consul
+//!   write: a key whose lease tenure demoted, handed over at once or gave to another holder,
+//!   or whose session's time ran out, is *stale*. A read that finds one settles it first
+//!   ([`Request::Reap`], a write: the key forgets the session at a new `ModifyIndex`; an
+//!   expired session's lease is released with its lock-delay from the session's end) and
+//!   reads again; every write settles the keys it touches. A `?release=` counts only from a
+//!   live session that holds the key's lock now, as an `?acquire=`.
 //!
 //! # What differs from Consul
 //! Keys are tenure names (1..=191 bytes of UTF-8, no control characters), plus no `.` or `..`
@@ -29,376 +40,140 @@
 //! depend on its node. `X-Consul-Index` is the store-wide index: a blocking query may return
 //! when an unrelated key changed (Consul's clients handle that; its docs allow it).
 
+mod api;
+mod error;
+mod rows;
 mod rules;
+mod statements;
+mod validate;
 
-use crate::model::DbTime;
-use std::fmt;
-use std::time::Duration;
+pub use api::{
+    Answer, Behavior, Entry, PutMode, Reply, Request, Session, SessionSpec, DEFAULT_LOCK_DELAY,
+    MAX_LOCK_DELAY, MAX_SESSION_TTL, MAX_VALUE_BYTES, MIN_SESSION_TTL,
+};
+pub use error::{Error, Result};
+pub(crate) use statements::{schema, TABLES};
+pub use validate::{new_session_id, validate_key, validate_prefix, validate_spec};
 
-pub(crate) use rules::{run, ConsulTx, EntryRow, LeaseState, SessionRow};
+use crate::backend::tx::{Body, Outcome, Tx};
+use crate::store::Store;
+use rows::ConsulTx;
+use rules::Ran;
+use statements::Statements;
+use std::sync::{Arc, OnceLock};
 
-/// The shortest TTL a session may have (Consul's bound).
-pub const MIN_SESSION_TTL: Duration = Duration::from_secs(10);
-/// The longest TTL a session may have (Consul's bound).
-pub const MAX_SESSION_TTL: Duration = Duration::from_secs(86_400);
-/// The longest lock-delay (Consul's bound).
-pub const MAX_LOCK_DELAY: Duration = Duration::from_secs(60);
-/// The lock-delay of a session that names none (Consul's default).
-pub const DEFAULT_LOCK_DELAY: Duration = Duration::from_secs(15);
-/// The largest value a key may hold (Consul's limit).
-pub const MAX_VALUE_BYTES: usize = 512 * 1024;
-
-/// What happens to the keys a session holds when the session ends.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Behavior {
-    /// The locks are released (the values stay).
-    Release,
-    /// The keys are deleted.
-    Delete,
-}
-
-impl Behavior {
-    /// Consul's spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Behavior::Release => "release",
-            Behavior::Delete => "delete",
-        }
-    }
-
-    /// Parses Consul's spelling.
-    pub fn parse(text: &str) -> Option<Behavior> {
-        match text {
-            "release" => Some(Behavior::Release),
-            "delete" => Some(Behavior::Delete),
-            _ => None,
-        }
-    }
-}
-
-impl fmt::Display for Behavior {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A session to create.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SessionSpec {
-    /// A human-readable name (may be empty).
-    pub name: String,
-    /// The node it belongs to: the `tenure serve` instance that keeps a session without TTL.
-    pub node: String,
-    /// `None`: the session lives as long as its node renews it.
-    pub ttl: Option<Duration>,
-    /// How long its locks stay unavailable after it ends.
-    pub lock_delay: Duration,
-    /// What happens to its keys when it ends.
-    pub behavior: Behavior,
-}
-
-/// A live session.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Session {
-    /// Its id (a UUID).
-    pub id: String,
-    /// Its name.
-    pub name: String,
-    /// Its node.
-    pub node: String,
-    /// Its TTL, if it has one.
-    pub ttl: Option<Duration>,
-    /// Its lock-delay.
-    pub lock_delay: Duration,
-    /// What happens to its keys when it ends.
-    pub behavior: Behavior,
-    /// The index at which it was created.
-    pub create_index: u64,
-    /// The index of its last change (renewals are not changes).
-    pub modify_index: u64,
-    /// When it ends unless renewed (database clock).
-    pub expires_at: DbTime,
-}
-
-/// One key's entry, as Consul shows it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Entry {
-    /// The key.
-    pub key: String,
-    /// The value (Consul shows an empty value as `null`).
-    pub value: Vec<u8>,
-    /// The client's flags.
-    pub flags: u64,
-    /// The session that holds the lock now, if any (a session that has ended holds nothing).
-    pub session: Option<String>,
-    /// The term of the key's lease as of its last acquisition through the KV API: the fencing
-    /// token of the lock. 0 before the first.
-    pub lock_index: u64,
-    /// The index at which the key was created.
-    pub create_index: u64,
-    /// The index of the key's last change.
-    pub modify_index: u64,
-}
-
-/// How a `PUT` treats the lock.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PutMode {
-    /// Sets the value; with `cas`, only if the key's `ModifyIndex` is that (0: only if absent).
-    Set {
-        /// The check-and-set index.
-        cas: Option<u64>,
-    },
-    /// Takes the lock for the session (and sets the value) if it is free.
-    Acquire(String),
-    /// Gives up the session's lock (and sets the value) if it holds it.
-    Release(String),
-}
-
-/// A request to the Consul layer. Every one runs in one transaction.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Request {
-    /// Creates the session `id` from `spec`; one without TTL lives `node_lease` past each
-    /// renewal by its node.
-    CreateSession {
-        /// The new session's id (the caller makes it: a random UUID).
-        id: String,
-        /// What to create.
-        spec: SessionSpec,
-        /// How long a session without TTL lives past each renewal of its node.
-        node_lease: Duration,
-    },
-    /// Renews a TTL session and the locks it holds; `Reply::Session(None)` if it has ended.
-    RenewSession(String),
-    /// Ends a session; `Reply::Done(true)` even if it had ended already (as Consul).
-    DestroySession(String),
-    /// Reads one live session.
-    Session(String),
-    /// Reads the live sessions, of one node or all.
-    Sessions(Option<String>),
-    /// Reads one key, or (`recurse`) every key with that prefix.
-    Get {
-        /// The key or prefix.
-        key: String,
-        /// Every key that starts with `key`.
-        recurse: bool,
-    },
-    /// Writes one key.
-    Put {
-        /// The key.
-        key: String,
-        /// The new value.
-        value: Vec<u8>,
-        /// The new flags.
-        flags: u64,
-        /// How the lock is treated.
-        mode: PutMode,
-    },
-    /// Deletes one key or (`recurse`) every key with that prefix.
-    Delete {
-        /// The key or prefix.
-        key: String,
-        /// Every key that starts with `key`.
-        recurse: bool,
-        /// Only if the key's `ModifyIndex` is this (never with `recurse`; 0 deletes nothing).
-        cas: Option<u64>,
-    },
-    /// A node's keep-alive: renews every session without TTL of `node` (and their locks) by
-    /// `lease`.
-    Heartbeat {
-        /// The node (the `tenure serve` instance).
-        node: String,
-        /// How long they live past this renewal.
-        lease: Duration,
-    },
-    /// Ends up to `limit` sessions whose time ran out, releasing (or deleting) what they held
-    /// with their lock-delay counted from the instant they expired.
-    Reap {
-        /// The most sessions ended in one transaction.
-        limit: u32,
-    },
-    /// Reads the store-wide index.
-    Index,
-}
-
-impl Request {
-    /// Whether the request may write (and so locks the index row).
-    pub fn writes(&self) -> bool {
-        !matches!(
-            self,
-            Request::Session(_) | Request::Sessions(_) | Request::Get { .. } | Request::Index
-        )
-    }
-}
-
-/// What a request returns besides the index.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Reply {
-    /// A session, or `None` if there is no such live session.
-    Session(Option<Session>),
-    /// Sessions.
-    Sessions(Vec<Session>),
-    /// Entries, sorted by key.
-    Entries(Vec<Entry>),
-    /// Whether a write took place (`PUT`, `DELETE`, destroy), as Consul's `true`/`false`.
-    Done(bool),
-    /// How many sessions a reap ended.
-    Reaped(usize),
-    /// An index read.
-    Index,
-}
-
-/// A request's result.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Answer {
-    /// The store-wide index after the request (`X-Consul-Index`).
-    pub index: u64,
-    /// The database's clock during the request.
-    pub now: DbTime,
-    /// What it returned.
-    pub reply: Reply,
-}
-
-/// Why a Consul request was refused (before or while it ran; nothing was written).
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum Refused {
-    /// `?acquire=` with a session that does not exist or has ended (Consul answers 500).
-    #[error("invalid session {0:?}: it does not exist or has ended")]
-    InvalidSession(String),
-    /// A session for a node this store does not keep (Consul: "Missing node registration").
-    #[error("missing node registration: node {0:?} is not this tenure serve instance")]
-    UnknownNode(String),
-}
-
-/// Checks a KV key: a tenure name (1..=191 bytes, no control characters) with no empty, `.`
-/// or `..` segment other than a trailing `/` (a "folder" key).
+/// Consul's sessions and keys on one store: the layer's handle. Cheap to clone.
 ///
-/// # Errors
-/// [`Error::Invalid`](crate::Error::Invalid) naming the key and the rule.
-pub fn validate_key(key: &str) -> crate::Result<()> {
-    crate::validate::name(key).map_err(|_| invalid_key(key))?;
-    let body = key.strip_suffix('/').unwrap_or(key);
-    if key.starts_with('/')
-        || body
-            .split('/')
-            .any(|s| s.is_empty() || s == "." || s == "..")
-    {
-        return Err(invalid_key(key));
-    }
-    Ok(())
+/// ```
+/// # #[tokio::main] async fn main() -> Result<(), tenure::consul::Error> {
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let url = format!("sqlite://{}", dir.path().join("consul.db").display());
+/// use tenure::consul::{Consul, PutMode, Reply, Request};
+/// let consul = Consul::new(tenure::Store::connect(&url).await?);
+/// let put = Request::Put {
+///     key: "service/config".into(),
+///     value: b"on".to_vec(),
+///     flags: 0,
+///     mode: PutMode::Set { cas: None },
+/// };
+/// assert_eq!(consul.request(&put, "me").await?.reply, Reply::Done(true));
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Consul {
+    store: Store,
+    /// Built from the store's dialect and prefix at the first transaction.
+    statements: Arc<OnceLock<Statements>>,
 }
 
-/// Checks a key prefix (for `?recurse` and `?keys`): empty, or a key that may end in `/`.
-///
-/// # Errors
-/// As [`validate_key`].
-pub fn validate_prefix(prefix: &str) -> crate::Result<()> {
-    if prefix.is_empty() {
-        return Ok(());
-    }
-    validate_key(prefix)
-}
-
-fn invalid_key(key: &str) -> crate::Error {
-    crate::Error::Invalid {
-        what: "key",
-        value: key.to_string(),
-        rule: "1 to 191 bytes of UTF-8 without control characters, not starting with '/', \
-               with no empty, '.' or '..' segment",
-    }
-}
-
-/// Checks a session spec against Consul's bounds.
-///
-/// # Errors
-/// [`Error::Invalid`](crate::Error::Invalid) naming the value and the bound.
-pub fn validate_spec(spec: &SessionSpec) -> crate::Result<()> {
-    if let Some(ttl) = spec.ttl {
-        if !(MIN_SESSION_TTL..=MAX_SESSION_TTL).contains(&ttl) {
-            return Err(crate::Error::Invalid {
-                what: "session TTL",
-                value: format!("{ttl:?}"),
-                rule: "between 10s and 24h (86400s)",
-            });
+impl Consul {
+    /// The Consul layer on `store` (whose tables `Store::connect` created with the lease's).
+    pub fn new(store: Store) -> Consul {
+        Consul {
+            store,
+            statements: Arc::default(),
         }
     }
-    if spec.lock_delay > MAX_LOCK_DELAY {
-        return Err(crate::Error::Invalid {
-            what: "lock delay",
-            value: format!("{:?}", spec.lock_delay),
-            rule: "at most 60s",
-        });
+
+    /// The store underneath.
+    pub fn store(&self) -> &Store {
+        &self.store
     }
-    if spec.name.len() > 191 || spec.name.chars().any(char::is_control) {
-        return Err(crate::Error::Invalid {
-            what: "session name",
-            value: spec.name.clone(),
-            rule: "at most 191 bytes, no control characters",
-        });
-    }
-    crate::validate::name(&spec.node).map_err(|_| crate::Error::Invalid {
-        what: "node",
-        value: spec.node.clone(),
-        rule: "1 to 191 bytes of UTF-8 without control characters",
-    })
-}
 
-/// A new random session id, formatted as a UUID (version 4).
-pub fn new_session_id() -> String {
-    let mut b: [u8; 16] = rand::random();
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn keys() {
-        for good in ["a", "service/leader", "a/b/", "x.y", "a/.b"] {
-            assert!(validate_key(good).is_ok(), "{good}");
+    /// Runs one request in one transaction, bounded by the store's timeout; `actor` goes into
+    /// the history of the leases it changes. Keys, session specs and value sizes are checked
+    /// first. A read that finds what changed without a write (a key whose lock tenure took, a
+    /// session whose time ran out) settles it first ([`Request::Reap`], a write, which moves
+    /// the index) and reads again, so that no answer changes at an index already answered;
+    /// after three rounds of changes racing it, it answers what it read.
+    ///
+    /// # Errors
+    /// [`Error::Store`] with [`crate::Error::Invalid`] for a bad key, spec or value (nothing
+    /// is written); [`Error::InvalidSession`] for an acquire by a session that does not exist
+    /// or has ended; [`Error::Store`] for database errors and timeouts, after which the effect
+    /// is unknown.
+    pub async fn request(&self, request: &Request, actor: &str) -> Result<Answer> {
+        validate::request(request)?;
+        let mut rounds = 0;
+        loop {
+            match self.once(request, actor).await? {
+                Ran::Answered(answer) => return Ok(answer),
+                Ran::Unsettled(answer) if rounds == 3 => return Ok(answer),
+                Ran::Unsettled(_) => {
+                    rounds += 1;
+                    let settler = if actor.is_empty() { "consul" } else { actor };
+                    self.once(&Request::Reap { limit: 100 }, settler).await?;
+                }
+            }
         }
-        for bad in [
-            "", "/a", "a//b", "a/../b", "..", "a/.", "a\0b", "a\nb", "//",
-        ] {
-            assert!(validate_key(bad).is_err(), "{bad:?}");
-        }
-        assert!(validate_key(&"k".repeat(192)).is_err());
-        assert!(validate_prefix("").is_ok());
     }
 
-    #[test]
-    fn session_ids_are_uuids() {
-        let id = new_session_id();
-        assert_eq!(id.len(), 36);
-        assert_eq!(&id[14..15], "4");
-        assert_ne!(id, new_session_id());
-    }
-
-    #[test]
-    fn spec_bounds() {
-        let spec = |ttl: Option<u64>, delay: u64| SessionSpec {
-            name: "n".into(),
-            node: "node".into(),
-            ttl: ttl.map(Duration::from_secs),
-            lock_delay: Duration::from_secs(delay),
-            behavior: Behavior::Release,
+    async fn once(&self, request: &Request, actor: &str) -> Result<Ran> {
+        let mut body = Run {
+            statements: &self.statements,
+            request,
+            actor,
+            out: None,
         };
-        assert!(validate_spec(&spec(None, 15)).is_ok());
-        assert!(validate_spec(&spec(Some(10), 0)).is_ok());
-        assert!(validate_spec(&spec(Some(86_400), 60)).is_ok());
-        assert!(validate_spec(&spec(Some(9), 15)).is_err());
-        assert!(validate_spec(&spec(Some(86_401), 15)).is_err());
-        assert!(validate_spec(&spec(None, 61)).is_err());
+        self.store.transaction(&mut body).await?;
+        body.out.unwrap_or_else(|| {
+            Err(Error::Store(crate::error::Error::Unsupported(
+                "a Consul request that ran no transaction",
+            )))
+        })
+    }
+}
+
+/// One request as a transaction's body.
+struct Run<'a> {
+    statements: &'a OnceLock<Statements>,
+    request: &'a Request,
+    actor: &'a str,
+    /// What the last run answered, or why it refused (then rolled back).
+    out: Option<Result<Ran>>,
+}
+
+#[async_trait::async_trait]
+impl Body for Run<'_> {
+    fn writes(&self) -> bool {
+        self.request.writes()
+    }
+
+    async fn run(&mut self, tx: &mut dyn Tx) -> crate::error::Result<Outcome> {
+        let statements = self.statements;
+        let s = statements.get_or_init(|| Statements::new(tx.prefix(), tx.dialect()));
+        let mut rows = ConsulTx::new(tx, s);
+        match rules::run(&mut rows, self.request, self.actor).await {
+            Ok(ran) => {
+                self.out = Some(Ok(ran));
+                Ok(Outcome::Commit)
+            }
+            // The seam rolls back, and runs the body again after a transient conflict.
+            Err(Error::Store(e)) => Err(e),
+            Err(refused) => {
+                self.out = Some(Err(refused));
+                Ok(Outcome::Rollback)
+            }
+        }
     }
 }

@@ -1,14 +1,12 @@
 //! The Consul layer's rules, written once over [`ConsulTx`], the handful of row reads and
-//! writes a backend offers inside one transaction. Every lock decision is the lease model's
+//! writes of one transaction. Every lock decision is the lease model's
 //! (`ConsulTx::lease` runs [`decide`](crate::model) under the lease row's lock); these rules
 //! only say which lease operation a Consul request is, and keep the sessions and values.
 
-use super::{Answer, Behavior, Entry, PutMode, Refused, Reply, Request, Session, SessionSpec};
-use crate::error::{Error, Result};
-use crate::model::{DbTime, Effect, Op, Purpose};
-use crate::records::Applied;
-use crate::store::duration_ms;
-use async_trait::async_trait;
+use super::error::{Error, Result};
+use super::rows::ConsulTx;
+use super::{Answer, Behavior, Entry, PutMode, Reply, Request, Session, SessionSpec};
+use crate::model::{duration_ms, DbTime, Effect, Op, Purpose};
 use std::time::Duration;
 
 /// A session row.
@@ -68,6 +66,14 @@ impl EntryRow {
             .then_some(session)
     }
 
+    /// Whether the row still names a session whose lock the key's lease no longer is (the
+    /// session ended, or tenure demoted, handed over or gave the lease to someone else): its
+    /// answer changed without a write. No read answers such a key before it is settled
+    /// ([`settle`]), which gives it a new `ModifyIndex` and moves the index.
+    fn stale(&self, now: DbTime) -> bool {
+        self.session.is_some() && self.live_lock(now).is_none()
+    }
+
     fn shown(&self, now: DbTime) -> Entry {
         Entry {
             key: self.key.clone(),
@@ -97,42 +103,6 @@ impl SessionRow {
     }
 }
 
-/// The reads and writes of one transaction of a backend. Reads see the rows as they are in the
-/// transaction; writers are serialized by [`lock_index`](ConsulTx::lock_index), which every
-/// writing request calls first.
-#[async_trait]
-pub(crate) trait ConsulTx: Send {
-    /// The database clock, read once per transaction (after the index lock, for writers).
-    async fn now(&mut self) -> Result<DbTime>;
-    /// Locks the index row until the end of the transaction and reads it (0 if new).
-    async fn lock_index(&mut self) -> Result<u64>;
-    /// Reads the index without locking.
-    async fn read_index(&mut self) -> Result<u64>;
-    /// Writes the index.
-    async fn set_index(&mut self, index: u64) -> Result<()>;
-    /// One session row, expired or not.
-    async fn session(&mut self, id: &str) -> Result<Option<SessionRow>>;
-    /// Every session row (of one node), expired or not, oldest first.
-    async fn sessions(&mut self, node: Option<&str>) -> Result<Vec<SessionRow>>;
-    /// Up to `limit` sessions whose `expires_at` has passed `now`, earliest first.
-    async fn expired_sessions(&mut self, now: DbTime, limit: u32) -> Result<Vec<SessionRow>>;
-    async fn insert_session(&mut self, row: &SessionRow) -> Result<()>;
-    async fn update_session(&mut self, row: &SessionRow) -> Result<()>;
-    async fn delete_session(&mut self, id: &str) -> Result<()>;
-    /// One key (`prefix == false`) or every key that starts with `key`, sorted.
-    async fn entries(&mut self, key: &str, prefix: bool) -> Result<Vec<EntryRow>>;
-    /// The keys whose lock `session` took.
-    async fn entries_of(&mut self, session: &str) -> Result<Vec<EntryRow>>;
-    async fn insert_entry(&mut self, row: &EntryRow) -> Result<()>;
-    async fn update_entry(&mut self, row: &EntryRow) -> Result<()>;
-    async fn delete_entry(&mut self, key: &str) -> Result<()>;
-    /// The lease operation, decided by the model under the lease row's lock, in this
-    /// transaction (with its history event).
-    async fn lease(&mut self, name: &str, op: &Op, actor: &str) -> Result<Applied>;
-    /// Wakes the blocking queries of other instances at commit, where the engine can push.
-    async fn notify(&mut self, key: &str) -> Result<()>;
-}
-
 /// The index a writing request gives every row it changes: one more than the store's, taken
 /// the first time something changes.
 struct Writes {
@@ -147,13 +117,29 @@ impl Writes {
     }
 }
 
+/// What [`run`] did.
+pub(crate) enum Ran {
+    /// The request's answer.
+    Answered(Answer),
+    /// A read found what changed without a write (a lock a key no longer has, a session whose
+    /// time ran out): its answer would differ from the last answer at the same index. The
+    /// caller settles it first ([`Request::Reap`], which writes and so moves the index) and
+    /// reads again; the answer is what the read saw, for a caller that cannot.
+    Unsettled(Answer),
+}
+
 /// Runs `request` in `tx` (the caller commits). `actor` goes into the lease history.
-pub(crate) async fn run(tx: &mut dyn ConsulTx, request: &Request, actor: &str) -> Result<Answer> {
+pub(crate) async fn run(tx: &mut ConsulTx<'_>, request: &Request, actor: &str) -> Result<Ran> {
     if !request.writes() {
         let index = tx.read_index().await?;
         let now = tx.now().await?;
-        let reply = read(tx, request, now).await?;
-        return Ok(Answer { index, now, reply });
+        let (reply, unsettled) = read(tx, request, now).await?;
+        let answer = Answer { index, now, reply };
+        return Ok(if unsettled {
+            Ran::Unsettled(answer)
+        } else {
+            Ran::Answered(answer)
+        });
     }
     let before = tx.lock_index().await?;
     let now = tx.now().await?;
@@ -169,39 +155,43 @@ pub(crate) async fn run(tx: &mut dyn ConsulTx, request: &Request, actor: &str) -
     } else {
         before
     };
-    Ok(Answer { index, now, reply })
+    Ok(Ran::Answered(Answer { index, now, reply }))
 }
 
-async fn read(tx: &mut dyn ConsulTx, request: &Request, now: DbTime) -> Result<Reply> {
+/// A read's reply, and whether what it shows is unsettled (see [`Ran::Unsettled`]).
+async fn read(tx: &mut ConsulTx<'_>, request: &Request, now: DbTime) -> Result<(Reply, bool)> {
+    let ended = |s: &SessionRow| s.expires_at <= now;
     Ok(match request {
-        Request::Session(id) => Reply::Session(
-            tx.session(id)
-                .await?
-                .filter(|s| s.expires_at > now)
-                .map(|s| s.shown()),
-        ),
-        Request::Sessions(node) => Reply::Sessions(
-            tx.sessions(node.as_deref())
-                .await?
-                .into_iter()
-                .filter(|s| s.expires_at > now)
-                .map(|s| s.shown())
-                .collect(),
-        ),
-        Request::Get { key, recurse } => Reply::Entries(
-            tx.entries(key, *recurse)
-                .await?
-                .iter()
-                .map(|e| e.shown(now))
-                .collect(),
-        ),
-        Request::Index => Reply::Index,
+        Request::Session(id) => {
+            let row = tx.session(id).await?;
+            let unsettled = row.as_ref().is_some_and(ended);
+            let shown = row.filter(|s| !ended(s)).map(|s| s.shown());
+            (Reply::Session(shown), unsettled)
+        }
+        Request::Sessions(node) => {
+            let rows = tx.sessions(node.as_deref()).await?;
+            let unsettled = rows.iter().any(ended);
+            let shown = rows.iter().filter(|s| !ended(s)).map(|s| s.shown());
+            (Reply::Sessions(shown.collect()), unsettled)
+        }
+        Request::Get { key, recurse } => {
+            let rows = tx.entries(key, *recurse).await?;
+            let unsettled = rows.iter().any(|e| e.stale(now));
+            let shown = rows.iter().map(|e| e.shown(now)).collect();
+            (Reply::Entries(shown), unsettled)
+        }
+        Request::Index => {
+            // The index blocking queries wait on: it must move before any key's answer does.
+            let stale = tx.locked_entries().await?.iter().any(|e| e.stale(now));
+            let expired = !tx.expired_sessions(now, 1).await?.is_empty();
+            (Reply::Index, stale || expired)
+        }
         _ => unreachable!("a writing request"),
     })
 }
 
 async fn write(
-    tx: &mut dyn ConsulTx,
+    tx: &mut ConsulTx<'_>,
     request: &Request,
     now: DbTime,
     w: &mut Writes,
@@ -241,6 +231,9 @@ async fn write(
             for row in &expired {
                 end_session(tx, w, row, row.expires_at, "expired", actor).await?;
             }
+            for mut entry in tx.locked_entries().await? {
+                settle(tx, now, w, &mut entry, actor).await?;
+            }
             Ok(Reply::Reaped(expired.len()))
         }
         Request::Put {
@@ -257,7 +250,7 @@ async fn write(
 }
 
 async fn create(
-    tx: &mut dyn ConsulTx,
+    tx: &mut ConsulTx<'_>,
     now: DbTime,
     w: &mut Writes,
     id: &str,
@@ -286,7 +279,7 @@ async fn create(
 /// Renews a live session by `lease_ms` (default its own) and each lock it holds to the same
 /// instant; a lock its lease no longer is (demoted, paused, handed over, taken) is let go.
 async fn renew(
-    tx: &mut dyn ConsulTx,
+    tx: &mut ConsulTx<'_>,
     now: DbTime,
     w: &mut Writes,
     mut row: SessionRow,
@@ -331,7 +324,7 @@ async fn renew(
 /// Ends a session that ended at `ended`: each lock it held is released so that nobody takes
 /// it before `ended` + its lock-delay (or its key deleted, for `Behavior::Delete`).
 async fn end_session(
-    tx: &mut dyn ConsulTx,
+    tx: &mut ConsulTx<'_>,
     w: &mut Writes,
     row: &SessionRow,
     ended: DbTime,
@@ -365,7 +358,7 @@ async fn end_session(
 /// Releases the lease of `entry`'s key if `session` holds it with the entry's lock index, so
 /// that nobody takes it before `until` (the model never touches a successor's lease).
 async fn release(
-    tx: &mut dyn ConsulTx,
+    tx: &mut ConsulTx<'_>,
     entry: &EntryRow,
     session: &str,
     until: DbTime,
@@ -395,7 +388,7 @@ fn metadata(value: &[u8]) -> Option<String> {
 
 #[allow(clippy::too_many_arguments)]
 async fn put(
-    tx: &mut dyn ConsulTx,
+    tx: &mut ConsulTx<'_>,
     now: DbTime,
     w: &mut Writes,
     key: &str,
@@ -404,7 +397,10 @@ async fn put(
     mode: &PutMode,
     actor: &str,
 ) -> Result<Reply> {
-    let current = tx.entries(key, false).await?.into_iter().next();
+    let mut current = tx.entries(key, false).await?.into_iter().next();
+    if let Some(settled) = &mut current {
+        settle(tx, now, w, settled, actor).await?;
+    }
     let mut entry = current.clone().unwrap_or_else(|| EntryRow {
         key: key.to_string(),
         value: Vec::new(),
@@ -423,7 +419,12 @@ async fn put(
             _ => true,
         },
         PutMode::Release(session) => {
-            if entry.session.as_deref() == Some(session.as_str()) {
+            // As an acquire: only a live session that still holds the key's lock now.
+            let live = tx
+                .session(session)
+                .await?
+                .is_some_and(|s| s.expires_at > now);
+            if live && entry.live_lock(now) == Some(session.as_str()) {
                 release(tx, &entry, session, now, None, actor).await?;
                 entry.session = None;
                 true
@@ -433,12 +434,11 @@ async fn put(
         }
         PutMode::Acquire(session) => {
             let Some(owner) = tx.session(session).await?.filter(|s| s.expires_at > now) else {
-                return Err(Error::Consul(Refused::InvalidSession(session.clone())));
+                return Err(Error::InvalidSession(session.clone()));
             };
             if entry.live_lock(now) == Some(session.as_str()) {
                 true
             } else {
-                let cleared = forget_lost_lock(tx, now, &mut entry, actor).await?;
                 let op = Op::Campaign {
                     candidate: session.clone(),
                     term: None,
@@ -454,13 +454,7 @@ async fn put(
                         entry.lock_index = lease.term;
                         true
                     }
-                    _ => {
-                        if cleared {
-                            entry.modify_index = w.index();
-                            tx.update_entry(&entry).await?;
-                        }
-                        false
-                    }
+                    _ => false,
                 }
             }
         }
@@ -481,36 +475,41 @@ async fn put(
     Ok(Reply::Done(true))
 }
 
-/// Before a new acquisition: if the entry still names a session whose lock is gone, forget it
-/// here. If that session's lease merely expired (the session ran out and was not reaped yet),
-/// release it first with the session's lock-delay counted from its expiry. Returns whether
-/// the entry changed.
-async fn forget_lost_lock(
-    tx: &mut dyn ConsulTx,
+/// Settles a stale `entry` (see [`EntryRow::stale`]) in place and in its row: the row forgets
+/// the session at a new `ModifyIndex`. If that session's lease merely expired (the session ran
+/// out and was not reaped yet), it is released first, so that nobody takes the key before the
+/// session's end plus its lock-delay. Returns whether the entry was stale.
+async fn settle(
+    tx: &mut ConsulTx<'_>,
     now: DbTime,
+    w: &mut Writes,
     entry: &mut EntryRow,
     actor: &str,
 ) -> Result<bool> {
-    let Some(old) = entry.session.clone() else {
+    let Some(old) = entry.session.clone().filter(|_| entry.stale(now)) else {
         return Ok(false);
     };
-    if entry.live_lock(now).is_some() {
-        return Ok(false);
-    }
     if let Some(lease) = &entry.lease {
         if lease.holder.as_deref() == Some(old.as_str()) && lease.term == entry.lock_index {
-            let delay = tx.session(&old).await?.map_or(0, |s| s.lock_delay_ms);
-            let until = lease.expires_at.plus_ms(delay);
+            // The lock-delay counts from the session's end (its lease ends up to a
+            // millisecond earlier: its ttl is whole milliseconds).
+            let (ended, delay) = match tx.session(&old).await? {
+                Some(s) => (s.expires_at.max(lease.expires_at), s.lock_delay_ms),
+                None => (lease.expires_at, 0),
+            };
+            let until = ended.plus_ms(delay);
             let why = format!("session {old} expired; lock-delay {delay} ms");
             release(tx, entry, &old, until, Some(why), actor).await?;
         }
     }
     entry.session = None;
+    entry.modify_index = w.index();
+    tx.update_entry(entry).await?;
     Ok(true)
 }
 
 async fn delete(
-    tx: &mut dyn ConsulTx,
+    tx: &mut ConsulTx<'_>,
     now: DbTime,
     w: &mut Writes,
     key: &str,
@@ -518,7 +517,11 @@ async fn delete(
     cas: Option<u64>,
     actor: &str,
 ) -> Result<Reply> {
-    let entries = tx.entries(key, recurse).await?;
+    let mut entries = tx.entries(key, recurse).await?;
+    for entry in &mut entries {
+        // Its lock-delay outlives the key, as in Consul; and a CAS sees the settled index.
+        settle(tx, now, w, entry, actor).await?;
+    }
     if let (false, Some(cas)) = (recurse, cas) {
         match entries.first() {
             Some(e) if cas != 0 && e.modify_index == cas => {}

@@ -5,10 +5,14 @@ mod task;
 
 pub use guard::LeaderGuard;
 
+use crate::candidates::{Candidates, Registration};
 use crate::config::Timing;
 use crate::error::{Error, Result};
-use crate::store::{LeaderInfo, Store};
+use crate::model::duration_ms;
+use crate::records::LeaderInfo;
+use crate::store::Store;
 use crate::validate;
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -68,6 +72,9 @@ pub struct ElectorBuilder {
     candidate: Option<String>,
     metadata: Option<String>,
     timing: Timing,
+    priority: i32,
+    observer: bool,
+    settle: Option<Duration>,
 }
 
 impl ElectorBuilder {
@@ -89,10 +96,36 @@ impl ElectorBuilder {
         self
     }
 
+    /// This candidate's priority among the candidates of the name (higher preferred; default
+    /// 0). A vacant or expired lease waits for a live candidate of higher priority (for one
+    /// renew interval after that one was last seen, at most), and a leader hands over to one
+    /// that has been live for the [settle](ElectorBuilder::settle) time — gracefully: it stops
+    /// its work and releases before the better one can start. Equal priorities change nothing.
+    pub fn priority(mut self, priority: i32) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// Registers and follows the leader (the role shows who leads, with its term and
+    /// metadata) but never campaigns: for a node that must know the leader and must never be
+    /// it. Observers are never preferred.
+    pub fn observe(mut self) -> Self {
+        self.observer = true;
+        self
+    }
+
+    /// How long a candidate of higher priority than this one must have been live before this
+    /// one, leading, hands over to it. Default: one renew interval.
+    pub fn settle(mut self, settle: Duration) -> Self {
+        self.settle = Some(settle);
+        self
+    }
+
     /// Validates and starts the campaign loop on the current tokio runtime.
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a bad name, candidate id or metadata.
+    /// [`Error::Invalid`] for a bad name, candidate id or metadata, or a settle time beyond
+    /// [`MAX_DURATION`](crate::validate::MAX_DURATION).
     pub fn spawn(self) -> Result<Elector> {
         validate::name(&self.name)?;
         let candidate = self
@@ -102,12 +135,27 @@ impl ElectorBuilder {
         if let Some(m) = &self.metadata {
             validate::metadata(m)?;
         }
+        let settle = self.settle.unwrap_or(self.timing.renew_interval());
+        let registration = Registration {
+            name: self.name.clone(),
+            candidate: candidate.clone(),
+            priority: self.priority,
+            observer: self.observer,
+            metadata: self.metadata.clone(),
+            ttl_ms: duration_ms(self.timing.ttl()),
+            renew_ms: duration_ms(self.timing.renew_interval() + self.timing.db_timeout()),
+            settle_ms: validate::duration_ms("settle", settle)?,
+        };
         let (role_tx, role) = watch::channel(Role::Unknown);
         let (guard_tx, guard) = watch::channel(None);
         let (commands, command_rx) = mpsc::channel(16);
+        let store = self.store.with_timeout(self.timing.db_timeout());
         let task = task::Task {
             changes: self.store.changes(),
-            store: self.store.with_timeout(self.timing.db_timeout()),
+            registry: Candidates::new(store.clone()),
+            registration,
+            registered: true,
+            store,
             name: self.name.clone(),
             me: candidate.clone(),
             metadata: self.metadata,
@@ -186,6 +234,9 @@ impl Elector {
             candidate: None,
             metadata: None,
             timing: Timing::default(),
+            priority: 0,
+            observer: false,
+            settle: None,
         }
     }
 
@@ -227,19 +278,6 @@ impl Elector {
         }
     }
 
-    /// The old name of [`wait_until_leader`](Elector::wait_until_leader).
-    ///
-    /// # Errors
-    /// As [`wait_until_leader`](Elector::wait_until_leader).
-    #[doc(hidden)]
-    #[deprecated(
-        since = "0.1.0",
-        note = "renamed to `wait_until_leader` (it waits; `Store::leader` reads)"
-    )]
-    pub async fn leader(&self) -> Result<LeaderGuard> {
-        self.wait_until_leader().await
-    }
-
     /// Stops campaigning on this node (a local pause): a leader ends its tenure at once and
     /// releases once every guard clone is dropped (at the deadline at the latest), a follower
     /// stops trying. Other nodes are not affected; see [`Store::pause`] for a cluster-wide
@@ -263,7 +301,7 @@ impl Elector {
     /// signal fires now and the lease expires by itself after its ttl.
     pub fn abort(mut self) {
         if let Some(guard) = self.guard.borrow().as_ref() {
-            guard.belief.token().cancel();
+            guard.lost_token().cancel();
         }
         if let Some(task) = self.task.take() {
             task.abort();

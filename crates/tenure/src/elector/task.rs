@@ -2,10 +2,13 @@
 
 use super::{Command, LeaderGuard, Role};
 use crate::belief::{deadline_for, Belief, Ledger};
+use crate::candidates::{Candidates, Registration};
 use crate::config::Timing;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::model::duration_ms;
 use crate::model::{Effect, Lease, Op, Purpose, StepDownReason};
-use crate::store::{duration_ms, LeaderInfo, Store};
+use crate::records::LeaderInfo;
+use crate::store::Store;
 use crate::Applied;
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,6 +35,11 @@ pub(super) struct Tenure {
 
 pub(super) struct Task {
     pub store: Store,
+    /// Where this elector registers at every campaign (and whose rules weigh its priority).
+    pub registry: Candidates,
+    pub registration: Registration,
+    /// Whether campaigns go through the registry (false on a backend that keeps none).
+    pub registered: bool,
     pub name: String,
     pub me: String,
     pub metadata: Option<String>,
@@ -40,7 +48,7 @@ pub(super) struct Task {
     pub guard: watch::Sender<Option<LeaderGuard>>,
     pub commands: mpsc::Receiver<Command>,
     pub command_tx: mpsc::WeakSender<Command>,
-    pub changes: crate::store::Changes,
+    pub changes: crate::changes::Changes,
     pub tenure: Option<Tenure>,
     /// Which terms were handed out, and which one of ours may still be held in the database.
     pub ledger: Ledger,
@@ -51,7 +59,7 @@ pub(super) struct Task {
 }
 
 impl Task {
-    pub async fn run(mut self) {
+    pub(super) async fn run(mut self) {
         let mut next = Instant::now();
         loop {
             let deadline = self.tenure.as_ref().map(|t| t.belief.deadline());
@@ -106,7 +114,7 @@ impl Task {
         }
     }
 
-    /// One campaign; returns when to try next.
+    /// One campaign (an observer's: a registration); returns when to try next.
     async fn attempt(&mut self) -> Instant {
         let op = Op::Campaign {
             candidate: self.me.clone(),
@@ -115,10 +123,21 @@ impl Task {
             metadata: self.metadata.clone(),
             purpose: Purpose::Election,
         };
-        let (store, name, me) = (self.store.clone(), self.name.clone(), self.me.clone());
+        let (registry, registration) = (self.registry.clone(), self.registration.clone());
+        let store = self.store.clone();
+        let registered = self.registered;
         let sent = Instant::now();
         tracing::debug!(name = %self.name, candidate = %self.me, "campaign sent");
-        let call = async move { store.apply_valid(&name, &op, &me).await };
+        let call = async move {
+            if !registered {
+                return unregistered(&store, &registration, &op).await;
+            }
+            let standing_op = (!registration.observer).then_some(&op);
+            match registry.campaign(&registration, standing_op).await {
+                Err(Error::Unsupported(_)) => Err(Error::Unsupported("the candidate registry")),
+                other => other,
+            }
+        };
         tokio::pin!(call);
         let result = loop {
             let deadline = self.tenure.as_ref().map(|t| t.belief.deadline());
@@ -131,6 +150,10 @@ impl Task {
             }
         };
         let received = Instant::now();
+        if let Err(Error::Unsupported("the candidate registry")) = result {
+            self.without_registry();
+            return received;
+        }
         let name = self.name.clone();
         metrics::histogram!("tenure_campaign_seconds", "name" => name.clone())
             .record((received - sent).as_secs_f64());
@@ -165,8 +188,13 @@ impl Task {
 
     async fn on_answer(&mut self, applied: Applied, sent: Instant, received: Instant) -> Instant {
         let Some(lease) = applied.lease.clone() else {
-            // A campaign always leaves a row; treat anything else as doubt.
-            self.set_role(Role::Unknown);
+            // A campaign always leaves a row; an observer's may find none (nobody campaigned
+            // yet). Anything else is doubt.
+            self.set_role(if self.registration.observer {
+                Role::Follower { leader: None }
+            } else {
+                Role::Unknown
+            });
             return received + self.timing.renew_interval();
         };
         match &applied.effect {
@@ -292,16 +320,29 @@ impl Task {
         let (belief, view) = Belief::new(term, deadline);
         let (alive, stopped) = oneshot::channel();
         self.tenure = Some(Tenure { belief, stopped });
+        let fence = self.store.fence().cloned();
         self.guard.send_replace(Some(LeaderGuard {
-            name: self.name.clone(),
-            candidate: self.me.clone(),
-            term,
+            tenure: crate::guard::Tenure::new(&self.name, &self.me, term, view, fence),
             acquired: now,
-            belief: view,
             commands: self.command_tx.clone(),
             _alive: Arc::new(alive),
-            fence: self.store.fence().cloned(),
         }));
+    }
+
+    /// The backend keeps no candidate registry (a test or wrapper backend without
+    /// transactions): campaigns go to the lease alone from now on.
+    fn without_registry(&mut self) {
+        self.registered = false;
+        let r = &self.registration;
+        if r.priority != 0 || r.observer {
+            tracing::warn!(
+                name = %self.name,
+                priority = r.priority,
+                observer = r.observer,
+                "this backend keeps no candidate registry: priorities and observers need one \
+                 of the SQL backends; campaigning without them"
+            );
+        }
     }
 
     /// Ends the current tenure locally and returns it. Its term stays stale (released, never
@@ -377,6 +418,12 @@ impl Task {
                 tracing::warn!(name = %self.name, term, error = %e, "release of a stale term on shutdown failed; the lease will expire");
             }
         }
+        // A clean stop leaves the registry at once, not a ttl later.
+        if self.registered {
+            if let Err(e) = self.registry.leave(&self.name, &self.me).await {
+                tracing::debug!(name = %self.name, error = %e, "leaving the candidate registry failed; the registration expires");
+            }
+        }
         self.set_role(Role::Stopped);
     }
 
@@ -396,6 +443,21 @@ impl Task {
             significant
         });
     }
+}
+
+/// A campaign on a backend that keeps no registry: the lease alone (an observer only reads it).
+async fn unregistered(store: &Store, registration: &Registration, op: &Op) -> Result<Applied> {
+    let name = &registration.name;
+    if registration.observer {
+        let snapshot = store.get(name).await?;
+        return Ok(Applied {
+            now: snapshot.now,
+            epoch: Default::default(),
+            lease: snapshot.leases.into_iter().next(),
+            effect: Effect::Unavailable,
+        });
+    }
+    store.apply_valid(name, op, &registration.candidate).await
 }
 
 async fn sleep_until_some(deadline: Option<Instant>) {

@@ -66,7 +66,7 @@ impl Semaphore {
         options: LockOptions,
         give_up: Option<Instant>,
     ) -> Result<Option<LockGuard>> {
-        let timing = options.timing()?;
+        let (timing, _) = options.check()?;
         let mut changes = self.locks.inner.store.changes();
         let prefix = format!("{}#", self.name);
         let mut failed = None;

@@ -9,39 +9,16 @@
 //! of operations and real expiries.
 
 mod ops;
+mod standing;
+mod term;
+mod time;
 
-use std::fmt;
+pub use standing::{Rival, Standing};
+pub use term::{Clock, Epoch, TIMELINE_BITS};
+pub(crate) use time::duration_ms;
+pub use time::DbTime;
 
 use ops::Ask;
-
-/// A point on the database server's clock, in microseconds since the Unix epoch.
-///
-/// It is only ever read from the database; tenure never builds one from the local clock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct DbTime(pub i64);
-
-impl DbTime {
-    /// This instant plus `ms` milliseconds.
-    pub fn plus_ms(self, ms: u64) -> DbTime {
-        DbTime(self.0.saturating_add((ms as i64).saturating_mul(1000)))
-    }
-
-    /// Milliseconds from `earlier` to `self`, or 0 when `earlier` is later.
-    pub fn ms_since(self, earlier: DbTime) -> u64 {
-        (self.0.saturating_sub(earlier.0)).max(0) as u64 / 1000
-    }
-
-    /// As a chrono UTC timestamp, for display.
-    pub fn to_utc(self) -> chrono::DateTime<chrono::Utc> {
-        chrono::DateTime::from_timestamp_micros(self.0).unwrap_or_default()
-    }
-}
-
-impl fmt::Display for DbTime {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.to_utc().format("%Y-%m-%d %H:%M:%S%.6fZ"))
-    }
-}
 
 /// One row of `tenure_lease`: the state of one name.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -280,6 +257,9 @@ pub enum Effect {
     NoChange,
     /// An admin operation named a name that has never been used.
     UnknownName,
+    /// The lease has used every term of the database's current epoch (see `Epoch`): no new
+    /// tenure can begin, and nothing changed.
+    TermsExhausted,
 }
 
 impl Effect {
@@ -299,6 +279,7 @@ impl Effect {
             Effect::Resumed => "resumed",
             Effect::NoChange => "no_change",
             Effect::UnknownName => "unknown_name",
+            Effect::TermsExhausted => "terms_exhausted",
         }
     }
 }
@@ -369,8 +350,24 @@ pub struct Decision {
     pub effect: Effect,
 }
 
-/// Applies `op` to the row `current` of `name` at the database instant `now`.
-pub fn decide(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Decision {
+/// Applies `op` to the row `current` of `name` at the database's instant and in its epoch
+/// (`at`; a bare [`DbTime`] is a database with one history, [`Epoch::ZERO`]). Every new term
+/// is minted here, by [`Epoch::next_term`].
+pub fn decide(at: impl Into<Clock>, name: &str, current: Option<&Lease>, op: &Op) -> Decision {
+    decide_among(at, name, current, op, None)
+}
+
+/// [`decide`] for a campaign with a [`Standing`] among the candidates of its name: a free
+/// lease waits for a better live rival, and a holder hands over to one that has settled. Other
+/// operations ignore the standing.
+pub fn decide_among(
+    at: impl Into<Clock>,
+    name: &str,
+    current: Option<&Lease>,
+    op: &Op,
+    standing: Option<&Standing<'_>>,
+) -> Decision {
+    let Clock { now, epoch } = at.into();
     let mut decision = match op {
         Op::Campaign {
             candidate,
@@ -385,6 +382,8 @@ pub fn decide(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Deci
                 ttl_ms: *ttl_ms,
                 metadata,
                 purpose: *purpose,
+                epoch,
+                standing,
             };
             ops::campaign(now, name, current, &ask)
         }
@@ -393,7 +392,18 @@ pub fn decide(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Deci
             term,
             ttl_ms,
             purpose,
-        } => ops::succeed(now, name, current, candidate, *term, *ttl_ms, *purpose),
+        } => {
+            let ask = Ask {
+                me: candidate,
+                term: Some(*term),
+                ttl_ms: *ttl_ms,
+                metadata: &None,
+                purpose: *purpose,
+                epoch,
+                standing: None,
+            };
+            ops::succeed(now, name, current, &ask)
+        }
         Op::Renew { candidate, term } => ops::renew(now, current, candidate, *term),
         Op::Release {
             candidate,
@@ -411,7 +421,7 @@ pub fn decide(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Deci
             *purpose,
         ),
         Op::Demote { immediate } => ops::demote(now, current, *immediate),
-        Op::Handover { to, immediate } => ops::handover(now, current, to, *immediate),
+        Op::Handover { to, immediate } => ops::handover(now, epoch, current, to, *immediate),
         Op::Pause => ops::pause(now, name, current),
         Op::Resume => ops::resume(current),
     };
@@ -425,6 +435,10 @@ pub fn decide(now: DbTime, name: &str, current: Option<&Lease>, op: &Op) -> Deci
 }
 
 #[cfg(test)]
+mod epoch_tests;
+#[cfg(test)]
 mod purpose_tests;
+#[cfg(test)]
+mod standing_tests;
 #[cfg(test)]
 mod tests;

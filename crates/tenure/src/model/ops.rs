@@ -2,15 +2,21 @@
 //! arguments) to the [`Decision`]. [`decide`](super::decide) picks the function and then names,
 //! in the history event, who gave the lease up.
 
-use super::{DbTime, Decision, Effect, Event, EventKind, Lease, Purpose, StepDownReason};
+use super::{
+    DbTime, Decision, Effect, Epoch, Event, EventKind, Lease, Purpose, Standing, StepDownReason,
+};
 
-/// A campaign's arguments.
+/// A campaign's arguments (and a succession's: `term` is the one it ends).
 pub(super) struct Ask<'a> {
     pub(super) me: &'a str,
     pub(super) term: Option<u64>,
     pub(super) ttl_ms: u64,
     pub(super) metadata: &'a Option<String>,
     pub(super) purpose: Purpose,
+    /// The epoch a new term is minted in.
+    pub(super) epoch: Epoch,
+    /// Its standing among the candidates of the name, if it has one.
+    pub(super) standing: Option<&'a Standing<'a>>,
 }
 
 /// Acquire, renew or step down; see [`Op::Campaign`](super::Op::Campaign).
@@ -21,8 +27,15 @@ pub(super) fn campaign(
     ask: &Ask<'_>,
 ) -> Decision {
     let me = ask.me;
+    let waits = ask.standing.and_then(|s| s.holds_off(now));
     let Some(row) = current else {
-        let lease = new_tenure(name, 1, me, ask.ttl_ms, ask.metadata, now);
+        if waits.is_some() {
+            return unchanged(current, Effect::Unavailable);
+        }
+        let Some(term) = ask.epoch.next_term(0) else {
+            return unchanged(current, Effect::TermsExhausted);
+        };
+        let lease = new_tenure(name, term, me, ask.ttl_ms, ask.metadata, now);
         let decision = changed(
             lease,
             EventKind::Acquired,
@@ -58,6 +71,9 @@ pub(super) fn campaign(
             // nobody (not even a handover target) can start while that work may still run.
             return unchanged(current, Effect::SteppedDown(reason));
         }
+        if let Some((standing, better)) = ask.standing.and_then(|s| Some((s, s.preferred(now)?))) {
+            return hand_over_to_better(row, me, standing.priority, better);
+        }
         return Decision {
             lease: Some(renewed(row, now, ask)),
             write: true,
@@ -69,7 +85,15 @@ pub(super) fn campaign(
     if row.expires_at > now || row.paused || row.reserved_for_other(me, now) {
         return unchanged(current, Effect::Unavailable);
     }
-    let lease = new_tenure(&row.name, row.term + 1, me, ask.ttl_ms, ask.metadata, now);
+    // A better live candidate takes it at its next campaign (a handover's target never waits).
+    let reserved_for_me = row.handover_pending(now) && row.handover_to.as_deref() == Some(me);
+    if waits.is_some() && !reserved_for_me {
+        return unchanged(current, Effect::Unavailable);
+    }
+    let Some(term) = ask.epoch.next_term(row.term) else {
+        return unchanged(current, Effect::TermsExhausted);
+    };
+    let lease = new_tenure(&row.name, term, me, ask.ttl_ms, ask.metadata, now);
     let (kind, detail, uncontested) = match (&row.holder, &row.handover_to) {
         (Some(previous), _) => (
             EventKind::TakenOverExpired,
@@ -86,22 +110,18 @@ pub(super) fn campaign(
     acquisition(decision, ask.purpose, uncontested)
 }
 
-/// The live holder of `term` begins the next tenure itself; anyone else campaigns afresh.
-pub(super) fn succeed(
-    now: DbTime,
-    name: &str,
-    current: Option<&Lease>,
-    candidate: &str,
-    term: u64,
-    ttl_ms: u64,
-    purpose: Purpose,
-) -> Decision {
+/// The live holder of `ask.term` begins the next tenure itself; anyone else campaigns afresh.
+pub(super) fn succeed(now: DbTime, name: &str, current: Option<&Lease>, ask: &Ask<'_>) -> Decision {
+    let (candidate, term) = (ask.me, ask.term.unwrap_or_default());
     match current {
         Some(row) if row.live_holder(now) == Some(candidate) && row.term == term => {
             if let Some(reason) = step_down_reason(row, candidate) {
                 return unchanged(current, Effect::SteppedDown(reason));
             }
-            let lease = new_tenure(name, term + 1, candidate, ttl_ms, &row.metadata, now);
+            let Some(next) = ask.epoch.next_term(term) else {
+                return unchanged(current, Effect::TermsExhausted);
+            };
+            let lease = new_tenure(name, next, candidate, ask.ttl_ms, &row.metadata, now);
             let detail = format!("succeeded its own term {term}");
             let decision = changed(
                 lease,
@@ -111,19 +131,38 @@ pub(super) fn succeed(
                     took_over_from: None,
                 },
             );
-            acquisition(decision, purpose, true)
+            acquisition(decision, ask.purpose, true)
         }
         _ => {
             let fresh = Ask {
-                me: candidate,
                 term: None,
-                ttl_ms,
                 metadata: &None,
-                purpose,
+                ..*ask
             };
             campaign(now, name, current, &fresh)
         }
     }
+}
+
+/// The holder `me` (of `priority`) hands over to a `better` candidate that has settled: the
+/// lease is reserved for it (the graceful handover), and the holder steps down — it stops its
+/// work and releases, and only then can `better` acquire. Recorded as a handover for priority.
+fn hand_over_to_better(row: &Lease, me: &str, priority: i32, better: &super::Rival) -> Decision {
+    let lease = Lease {
+        handover_to: Some(better.candidate.clone()),
+        ..row.clone()
+    };
+    let detail = format!(
+        "priority: '{}' (priority {}) preferred over '{me}' (priority {priority})",
+        better.candidate, better.priority
+    );
+    let reason = StepDownReason::HandoverTo(better.candidate.clone());
+    changed(
+        lease,
+        EventKind::HandedOver,
+        detail,
+        Effect::SteppedDown(reason),
+    )
 }
 
 /// The live holder of `term` extends it by the row's own ttl; never acquires.
@@ -202,9 +241,11 @@ pub(super) fn demote(now: DbTime, current: Option<&Lease>, immediate: bool) -> D
     changed(lease, EventKind::Demoted, detail, Effect::Demoted)
 }
 
-/// Force `to` as the leader: graceful (reserved for it) or, if `immediate`, installed at once.
+/// Force `to` as the leader: graceful (reserved for it) or, if `immediate`, installed at once
+/// with a new term of `epoch`.
 pub(super) fn handover(
     now: DbTime,
+    epoch: Epoch,
     current: Option<&Lease>,
     to: &str,
     immediate: bool,
@@ -214,10 +255,13 @@ pub(super) fn handover(
         return unchanged(current, Effect::UnknownName);
     };
     if immediate {
+        let Some(term) = epoch.next_term(row.term) else {
+            return unchanged(current, Effect::TermsExhausted);
+        };
         let previous = row.holder.clone().unwrap_or_default();
         let lease = Lease {
             holder: Some(to.to_string()),
-            term: row.term + 1,
+            term,
             acquired_at: now,
             renewed_at: now,
             expires_at: now.plus_ms(row.ttl_ms),

@@ -90,6 +90,19 @@ fn vacant(term: u64, acquired: i64, expires: i64, ttl_ms: u64) -> Lease {
     }
 }
 
+#[test]
+fn time_arithmetic_saturates_instead_of_wrapping() {
+    // A minimum hold of u64::MAX ms once wrapped to -1 ms on its way to microseconds and
+    // freed the name at once.
+    assert_eq!(at(0).plus_ms(u64::MAX), DbTime(i64::MAX));
+    assert_eq!(at(0).plus_ms(1_500), at(1_500));
+    let row = held("a", 1, 0, 0, 1_000);
+    let d = decide(at(10), NAME, Some(&row), &release("a", 1, u64::MAX));
+    assert_eq!(d.lease.unwrap().expires_at, DbTime(i64::MAX));
+    assert_eq!(at(5).ms_since(at(10)), 0);
+    assert_eq!(at(10).ms_since(at(5)), 5);
+}
+
 fn event(kind: EventKind, term: u64, holder: Option<&str>) -> (EventKind, u64, Option<String>) {
     (kind, term, holder.map(str::to_string))
 }

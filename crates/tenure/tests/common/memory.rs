@@ -14,18 +14,18 @@ use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 /// The ttl of the timing tests' electors and locks.
-pub const TTL: Duration = Duration::from_secs(1);
+pub(crate) const TTL: Duration = Duration::from_secs(1);
 
 /// A fresh in-memory backend (with `push`, it notifies subscribers as PostgreSQL does) and a
 /// store on it.
-pub fn setup(push: bool) -> (Arc<MemoryBackend>, Store) {
+pub(crate) fn setup(push: bool) -> (Arc<MemoryBackend>, Store) {
     let backend = Arc::new(MemoryBackend::new(push));
     let store = Store::from_backend(backend.clone(), Duration::from_secs(5));
     (backend, store)
 }
 
 /// An elector for the name `job` as candidate `id`, with the timing of [`TTL`].
-pub fn elector(store: &Store, id: &str) -> Elector {
+pub(crate) fn elector(store: &Store, id: &str) -> Elector {
     Elector::builder(store.clone(), "job")
         .candidate(id)
         .timing(Timing::from_ttl(TTL).unwrap())
@@ -34,7 +34,7 @@ pub fn elector(store: &Store, id: &str) -> Elector {
 }
 
 #[derive(Debug)]
-pub struct MemoryBackend {
+pub(crate) struct MemoryBackend {
     rows: Mutex<HashMap<String, Lease>>,
     ticks: Mutex<HashMap<String, i64>>,
     start: Instant,
@@ -57,7 +57,7 @@ pub struct MemoryBackend {
 }
 
 impl MemoryBackend {
-    pub fn new(push_notifications: bool) -> MemoryBackend {
+    pub(crate) fn new(push_notifications: bool) -> MemoryBackend {
         MemoryBackend {
             rows: Mutex::default(),
             ticks: Mutex::default(),
@@ -75,16 +75,17 @@ impl MemoryBackend {
     }
 
     /// The database clock: a fixed epoch plus tokio's elapsed time.
-    pub fn now(&self) -> DbTime {
+    pub(crate) fn now(&self) -> DbTime {
         self.at(Instant::now())
     }
 
     /// The database time at tokio instant `at`.
-    pub fn at(&self, at: Instant) -> DbTime {
-        DbTime(1_800_000_000_000_000 + (at - self.start).as_micros() as i64)
+    pub(crate) fn at(&self, at: Instant) -> DbTime {
+        let since = i64::try_from((at - self.start).as_micros()).expect("a test's span");
+        DbTime(1_800_000_000_000_000 + since)
     }
 
-    pub fn row(&self, name: &str) -> Option<Lease> {
+    pub(crate) fn row(&self, name: &str) -> Option<Lease> {
         self.rows.lock().unwrap().get(name).cloned()
     }
 
@@ -152,6 +153,7 @@ impl Backend for MemoryBackend {
         }
         Ok(Applied {
             now,
+            epoch: Default::default(),
             lease: decision.lease,
             effect: decision.effect,
         })

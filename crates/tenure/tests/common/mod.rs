@@ -3,24 +3,24 @@
 //! not reachable; `memory`: the in-memory backend of the timing and simulation tests.
 #![allow(dead_code)]
 
-pub mod memory;
+pub(crate) mod memory;
 
 use rand::distributions::{Alphanumeric, DistString};
 use std::time::Duration;
-use tenure::{BackendKind, Store, StoreOptions};
+use tenure::{BackendKind, DbTime, Store, StoreOptions};
 
-pub fn postgres_url() -> String {
+pub(crate) fn postgres_url() -> String {
     std::env::var("TENURE_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string())
 }
 
-pub fn mysql_url() -> String {
+pub(crate) fn mysql_url() -> String {
     std::env::var("TENURE_TEST_MYSQL_URL")
         .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_string())
 }
 
 /// A fresh SQLite file in a temporary directory that lives as long as the process.
-pub fn sqlite_url() -> String {
+pub(crate) fn sqlite_url() -> String {
     let dir = std::env::temp_dir().join(format!("tenure-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let file = dir.join(format!("{}.db", unique("db")));
@@ -28,7 +28,7 @@ pub fn sqlite_url() -> String {
 }
 
 /// PostgreSQL through PgBouncer in transaction mode (`scripts/pgbouncer.sh start`).
-pub fn pgbouncer_url() -> String {
+pub(crate) fn pgbouncer_url() -> String {
     std::env::var("TENURE_TEST_PGBOUNCER_URL").unwrap_or_else(|_| {
         "postgres://postgres@127.0.0.1:6432/test?pooler=transaction".to_string()
     })
@@ -37,7 +37,7 @@ pub fn pgbouncer_url() -> String {
 /// Where a test runs: one of the three engines, or PostgreSQL behind PgBouncer in transaction
 /// mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Target {
+pub(crate) enum Target {
     Engine(BackendKind),
     PgBouncer,
 }
@@ -49,7 +49,7 @@ impl From<BackendKind> for Target {
 }
 
 impl Target {
-    pub fn kind(self) -> BackendKind {
+    pub(crate) fn kind(self) -> BackendKind {
         match self {
             Target::Engine(kind) => kind,
             Target::PgBouncer => BackendKind::Postgres,
@@ -57,7 +57,7 @@ impl Target {
     }
 }
 
-pub fn url_for(target: impl Into<Target>) -> String {
+pub(crate) fn url_for(target: impl Into<Target>) -> String {
     match target.into() {
         Target::PgBouncer => pgbouncer_url(),
         Target::Engine(BackendKind::Postgres) => postgres_url(),
@@ -68,7 +68,7 @@ pub fn url_for(target: impl Into<Target>) -> String {
 }
 
 /// A URL on the target of `store`, for a second store there (SQLite: a fresh file).
-pub fn url_of(store: &Store) -> String {
+pub(crate) fn url_of(store: &Store) -> String {
     if store.url().as_str().contains("pooler=transaction") {
         pgbouncer_url()
     } else {
@@ -77,20 +77,24 @@ pub fn url_of(store: &Store) -> String {
 }
 
 /// A name no other test uses.
-pub fn unique(prefix: &str) -> String {
+pub(crate) fn unique(prefix: &str) -> String {
     format!(
         "{prefix}-{}",
         Alphanumeric.sample_string(&mut rand::thread_rng(), 10)
     )
 }
 
-pub fn options() -> StoreOptions {
+pub(crate) fn options() -> StoreOptions {
     StoreOptions::default().timeout(Duration::from_secs(10))
 }
 
 /// Connects to `url`, or returns `None` with a printed reason when the server is unreachable
 /// and we are not under CI (where that is a failure).
-pub async fn connect(target: impl Into<Target>, url: &str, options: StoreOptions) -> Option<Store> {
+pub(crate) async fn connect(
+    target: impl Into<Target>,
+    url: &str,
+    options: StoreOptions,
+) -> Option<Store> {
     let target = target.into();
     let what = match target {
         Target::PgBouncer => "PgBouncer (scripts/pgbouncer.sh start)".to_string(),
@@ -110,8 +114,49 @@ pub async fn connect(target: impl Into<Target>, url: &str, options: StoreOptions
 }
 
 /// A store on `target` with default test options.
-pub async fn store(target: impl Into<Target>) -> Option<Store> {
+pub(crate) async fn store(target: impl Into<Target>) -> Option<Store> {
     let target = target.into();
     let url = url_for(target);
     connect(target, &url, options()).await
+}
+
+/// Waits (bounded, by the database's clock) until the database's now has passed `instant`.
+pub(crate) async fn until_db_passes(store: &Store, instant: DbTime) {
+    let start = tokio::time::Instant::now();
+    loop {
+        let now = store.list().await.unwrap().now;
+        if now > instant {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the database's clock did not pass {instant} within 30 s (now {now})"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Runs `sql` (no parameters: the simple protocol, which PgBouncer's transaction mode passes)
+/// on the database of `store`, outside tenure: a test's way to set a row to a state tenure
+/// would take long to reach.
+pub(crate) async fn raw_sql(store: &Store, sql: &str) {
+    use sqlx::Connection;
+    let url = store.url().as_str().replace("?pooler=transaction", "");
+    match store.kind() {
+        BackendKind::Postgres => {
+            let mut c = sqlx::PgConnection::connect(&url).await.expect("connect");
+            sqlx::raw_sql(sql).execute(&mut c).await.expect(sql);
+        }
+        BackendKind::MySql => {
+            let mut c = sqlx::MySqlConnection::connect(&url).await.expect("connect");
+            sqlx::raw_sql(sql).execute(&mut c).await.expect(sql);
+        }
+        BackendKind::Sqlite => {
+            let mut c = sqlx::SqliteConnection::connect(&url)
+                .await
+                .expect("connect");
+            sqlx::raw_sql(sql).execute(&mut c).await.expect(sql);
+        }
+        other => panic!("no SQL on {other}"),
+    }
 }

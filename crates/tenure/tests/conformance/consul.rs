@@ -3,20 +3,31 @@
 use crate::common::unique;
 use std::time::Duration;
 use tenure::consul::{
-    new_session_id, Answer, Behavior, Entry, PutMode, Refused, Reply, Request, SessionSpec,
+    new_session_id, Answer, Behavior, Consul, Entry, Error as Refusal, PutMode, Reply, Request,
+    Session, SessionSpec,
 };
 use tenure::{Error, Op, Store};
 use tokio::time::sleep;
 
 const ACTOR: &str = "conformance";
 
-async fn call(store: &Store, request: Request) -> Answer {
-    store.consul(&request, ACTOR).await.unwrap()
+pub(crate) async fn call(store: &Store, request: Request) -> Answer {
+    consul(store, &request).await.unwrap()
+}
+
+/// One request through the Consul layer's handle on `store`.
+pub(crate) async fn consul(store: &Store, request: &Request) -> tenure::consul::Result<Answer> {
+    Consul::new(store.clone()).request(request, ACTOR).await
 }
 
 /// A session of `node` that lives `lease` past each heartbeat (no TTL), so tests need not
 /// wait Consul's 10 s minimum TTL.
-async fn session(store: &Store, lock_delay_ms: u64, lease: Duration, behavior: Behavior) -> String {
+pub(crate) async fn session(
+    store: &Store,
+    lock_delay_ms: u64,
+    lease: Duration,
+    behavior: Behavior,
+) -> String {
     session_on(store, &unique("node"), lock_delay_ms, lease, behavior).await
 }
 
@@ -50,7 +61,7 @@ async fn session_on(
     id
 }
 
-async fn put(store: &Store, key: &str, value: &str, mode: PutMode) -> bool {
+pub(crate) async fn put(store: &Store, key: &str, value: &str, mode: PutMode) -> bool {
     let request = Request::Put {
         key: key.into(),
         value: value.as_bytes().to_vec(),
@@ -63,7 +74,7 @@ async fn put(store: &Store, key: &str, value: &str, mode: PutMode) -> bool {
     }
 }
 
-async fn get(store: &Store, key: &str) -> Option<Entry> {
+pub(crate) async fn get(store: &Store, key: &str) -> Option<Entry> {
     let request = Request::Get {
         key: key.into(),
         recurse: false,
@@ -76,7 +87,7 @@ async fn get(store: &Store, key: &str) -> Option<Entry> {
 
 /// The guide's flow: acquire with a body, a rival refused, release, the rival acquires; the
 /// lock is the key's lease and `LockIndex` its term.
-pub async fn consul_acquire_release_is_the_lease(store: Store) {
+pub(crate) async fn consul_acquire_release_is_the_lease(store: Store) {
     let key = unique("service/leader");
     let (a, b) = (
         session(&store, 15_000, Duration::from_secs(30), Behavior::Release).await,
@@ -116,7 +127,7 @@ pub async fn consul_acquire_release_is_the_lease(store: Store) {
 }
 
 /// A destroyed session's lock stays unavailable for its lock-delay, then goes to the next.
-pub async fn consul_destroy_keeps_lock_delay(store: Store) {
+pub(crate) async fn consul_destroy_keeps_lock_delay(store: Store) {
     let key = unique("lockdelay");
     let a = session(&store, 1_500, Duration::from_secs(30), Behavior::Release).await;
     let b = session(&store, 0, Duration::from_secs(30), Behavior::Release).await;
@@ -135,24 +146,23 @@ pub async fn consul_destroy_keeps_lock_delay(store: Store) {
     assert!(put(&store, &key, "b", PutMode::Acquire(b.clone())).await);
     assert_eq!(get(&store, &key).await.unwrap().lock_index, 2);
     // An acquire by a session that has ended is refused, and writes nothing.
-    let refused = store
-        .consul(
-            &Request::Put {
-                key: key.clone(),
-                value: b"a".to_vec(),
-                flags: 0,
-                mode: PutMode::Acquire(a.clone()),
-            },
-            ACTOR,
-        )
-        .await;
-    assert!(matches!(refused, Err(Error::Consul(Refused::InvalidSession(ref s))) if *s == a));
+    let refused = consul(
+        &store,
+        &Request::Put {
+            key: key.clone(),
+            value: b"a".to_vec(),
+            flags: 0,
+            mode: PutMode::Acquire(a.clone()),
+        },
+    )
+    .await;
+    assert!(matches!(refused, Err(Refusal::InvalidSession(ref s)) if *s == a));
     assert_eq!(get(&store, &key).await.unwrap().value, b"b");
 }
 
 /// A session that is not renewed ends exactly when its time runs out (the database's clock):
 /// its lock is free for nobody until then plus the lock-delay; a reap ends it for good.
-pub async fn consul_expired_session_loses_its_lock(store: Store) {
+pub(crate) async fn consul_expired_session_loses_its_lock(store: Store) {
     let key = unique("expiry");
     let a = session(
         &store,
@@ -194,8 +204,13 @@ pub async fn consul_expired_session_loses_its_lock(store: Store) {
     );
     sleep(Duration::from_millis(1_200)).await;
     assert!(put(&store, &key, "b", PutMode::Acquire(b.clone())).await);
-    let reaped = call(&store, Request::Reap { limit: 1_000 }).await;
-    assert!(matches!(reaped.reply, Reply::Reaped(n) if n >= 1));
+    // Ended for good: the first read that saw it ended reaped it (a read settles what changed
+    // without a write before answering), and a reap finds nothing left of it.
+    call(&store, Request::Reap { limit: 1_000 }).await;
+    let Reply::Sessions(live) = call(&store, Request::Sessions(None)).await.reply else {
+        panic!("sessions")
+    };
+    assert!(live.iter().all(|s| s.id != a), "{a} still listed");
     let entry = get(&store, &key).await.unwrap();
     assert_eq!(
         (entry.session.as_deref(), entry.lock_index),
@@ -203,62 +218,81 @@ pub async fn consul_expired_session_loses_its_lock(store: Store) {
     );
 }
 
-/// A heartbeat renews the session and its locks to the same instant; a lock demoted through
-/// tenure is no longer the session's.
-pub async fn consul_heartbeat_and_demote(store: Store) {
+/// A heartbeat renews the session and its locks to the same instant, so heartbeats keep a lock
+/// past its session's first lease; a lock demoted through tenure is no longer the session's.
+///
+/// Decided by the database's clock, not the test's: the heartbeats go on until the database's
+/// instant of one has passed the session's first expiry. Each must land before the expiry it
+/// renews, which the lease (3 s, for heartbeats every 300 ms) leaves to a loaded machine.
+pub(crate) async fn consul_heartbeat_and_demote(store: Store) {
     let key = unique("heartbeat");
     let node = unique("node");
-    let a = session_on(
-        &store,
-        &node,
-        0,
-        Duration::from_millis(800),
-        Behavior::Release,
-    )
-    .await;
+    let lease = Duration::from_secs(3);
+    let a = session_on(&store, &node, 0, lease, Behavior::Release).await;
     assert!(put(&store, &key, "a", PutMode::Acquire(a.clone())).await);
-    for _ in 0..4 {
-        sleep(Duration::from_millis(400)).await;
-        call(
+    let first_expiry = live_session(&store, &a).await.expires_at;
+    let mut expiry = first_expiry;
+    let mut heartbeats = 0;
+    loop {
+        sleep(Duration::from_millis(300)).await;
+        let beat = call(
             &store,
             Request::Heartbeat {
                 node: node.clone(),
-                lease: Duration::from_millis(800),
+                lease,
             },
         )
         .await;
+        heartbeats += 1;
+        assert!(
+            beat.now < expiry,
+            "heartbeat {heartbeats} landed {} ms after the session's expiry: the machine \
+             stalled for more than the 3 s lease",
+            beat.now.ms_since(expiry)
+        );
+        let renewed = live_session(&store, &a).await.expires_at;
+        assert!(
+            renewed > expiry,
+            "heartbeat {heartbeats} renewed the session"
+        );
+        expiry = renewed;
+        if beat.now > first_expiry {
+            break;
+        }
+        assert!(
+            heartbeats < 200,
+            "the database's clock did not pass the first lease in 200 heartbeats"
+        );
     }
     let entry = get(&store, &key).await.unwrap();
     assert_eq!(
         entry.session.as_deref(),
         Some(a.as_str()),
-        "kept alive 1.6 s"
+        "kept alive past its first lease by {heartbeats} heartbeats"
     );
-    let session_expiry = match call(&store, Request::Session(a.clone())).await.reply {
-        Reply::Session(Some(s)) => s.expires_at,
-        other => panic!("{other:?}"),
-    };
-    let lease = store.get(&key).await.unwrap().leases.pop().unwrap();
-    assert_eq!(lease.expires_at, session_expiry);
+    let session_expiry = live_session(&store, &a).await.expires_at;
+    let held = store.get(&key).await.unwrap().leases.pop().unwrap();
+    assert_eq!(held.expires_at, session_expiry);
     store.demote(&key, false, "admin").await.unwrap();
     assert_eq!(get(&store, &key).await.unwrap().session, None);
-    call(
-        &store,
-        Request::Heartbeat {
-            node,
-            lease: Duration::from_millis(800),
-        },
-    )
-    .await;
-    let lease = store.get(&key).await.unwrap().leases.pop().unwrap();
+    call(&store, Request::Heartbeat { node, lease }).await;
+    let after = store.get(&key).await.unwrap().leases.pop().unwrap();
     assert!(
-        lease.holder.is_none(),
+        after.holder.is_none(),
         "a renewal never takes a demoted lock back"
     );
 }
 
+/// Session `id`, which must be live.
+async fn live_session(store: &Store, id: &str) -> Session {
+    match call(store, Request::Session(id.to_string())).await.reply {
+        Reply::Session(Some(s)) => s,
+        other => panic!("session {id} is not live: {other:?}"),
+    }
+}
+
 /// Check-and-set, flags, recursive reads and deletes, and `Behavior::Delete`.
-pub async fn consul_cas_delete_and_behavior(store: Store) {
+pub(crate) async fn consul_cas_delete_and_behavior(store: Store) {
     let dir = unique("dir");
     let k = |s: &str| format!("{dir}/{s}");
     let set = |cas| PutMode::Set { cas };
@@ -314,19 +348,18 @@ pub async fn consul_cas_delete_and_behavior(store: Store) {
     assert!(get(&store, &k("b")).await.is_none());
     // Bad keys and values are refused before anything is written.
     for bad in ["", "/a", "a/../b", "a\0b"] {
-        let r = store
-            .consul(
-                &Request::Put {
-                    key: bad.into(),
-                    value: vec![],
-                    flags: 0,
-                    mode: set(None),
-                },
-                ACTOR,
-            )
-            .await;
+        let r = consul(
+            &store,
+            &Request::Put {
+                key: bad.into(),
+                value: vec![],
+                flags: 0,
+                mode: set(None),
+            },
+        )
+        .await;
         assert!(
-            matches!(r, Err(Error::Invalid { what: "key", .. })),
+            matches!(r, Err(Refusal::Store(Error::Invalid { what: "key", .. }))),
             "{bad:?}: {r:?}"
         );
     }
@@ -337,14 +370,14 @@ pub async fn consul_cas_delete_and_behavior(store: Store) {
         mode: set(None),
     };
     assert!(matches!(
-        store.consul(&big, ACTOR).await,
-        Err(Error::Invalid { what: "value", .. })
+        consul(&store, &big).await,
+        Err(Refusal::Store(Error::Invalid { what: "value", .. }))
     ));
     assert!(get(&store, &k("big")).await.is_none());
 }
 
 /// Every acquisition raises the lock index by one, and so the lease's term: a fencing token.
-pub async fn consul_lock_index_is_the_term(store: Store) {
+pub(crate) async fn consul_lock_index_is_the_term(store: Store) {
     let key = unique("term");
     let mut last = 0;
     for _ in 0..3 {
@@ -371,7 +404,7 @@ pub async fn consul_lock_index_is_the_term(store: Store) {
 /// round, the key names that session, and `LockIndex` rises by one. Then a check-and-set race
 /// on one `ModifyIndex` has exactly one winner, and a destroy racing the rivals' acquires
 /// (lock-delay 0) hands the key to at most one of them, with the next `LockIndex`.
-pub async fn consul_racing_writers_have_one_winner(store: Store) {
+pub(crate) async fn consul_racing_writers_have_one_winner(store: Store) {
     let key = unique("race/leader");
     let mut sessions = Vec::new();
     for _ in 0..8 {

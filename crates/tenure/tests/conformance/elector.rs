@@ -46,7 +46,7 @@ async fn wait_for_leader(electors: &[Option<Elector>], within: Duration) -> (usi
     }
 }
 
-pub async fn elector_leads_renews_and_releases_on_shutdown(store: Store) {
+pub(crate) async fn elector_leads_renews_and_releases_on_shutdown(store: Store) {
     let name = unique("lead");
     // A 2 s ttl (database timeout 400 ms): generous enough for a loaded CI machine, and the
     // wait below still spans several renewals and two and a half ttls.
@@ -76,7 +76,7 @@ pub async fn elector_leads_renews_and_releases_on_shutdown(store: Store) {
 
 /// N electors on one name with churn: at every observation at most one believes it leads, and
 /// the terms seen only go up.
-pub async fn electors_race_with_at_most_one_leader(store: Store) {
+pub(crate) async fn electors_race_with_at_most_one_leader(store: Store) {
     let name = unique("race");
     let ids = ["a", "b", "c", "d"];
     let mut electors: Vec<Option<Elector>> = ids
@@ -137,7 +137,7 @@ pub async fn electors_race_with_at_most_one_leader(store: Store) {
 }
 
 /// P6: the leader's task dies without releasing; a follower leads within ttl + 1 s.
-pub async fn failover_after_crash(store: Store) {
+pub(crate) async fn failover_after_crash(store: Store) {
     let name = unique("failover");
     // P6: a live candidate leads within ttl + jitter + one round trip. A 2 s ttl and 1.5 s of
     // slack for the round trip and scheduling: the whole suite runs at once on two cores, where
@@ -174,7 +174,7 @@ pub async fn failover_after_crash(store: Store) {
 /// while polling instead of NOTIFY (a median near half a renew interval) still would. Every
 /// handover must go to the follower, never back to the releaser (whose hold-off outlasts the
 /// follower's polling).
-pub async fn graceful_release_is_prompt(store: Store) {
+pub(crate) async fn graceful_release_is_prompt(store: Store) {
     let name = unique("graceful");
     let ttl = 2000;
     let electors: Vec<Option<Elector>> = ["a", "b"]
@@ -219,7 +219,7 @@ pub async fn graceful_release_is_prompt(store: Store) {
 }
 
 /// demote: the leader learns within a renew interval; nobody starts before the old expiry.
-pub async fn demote_reaches_the_leader(store: Store) {
+pub(crate) async fn demote_reaches_the_leader(store: Store) {
     let name = unique("demoted");
     let ttl = 1000;
     let electors: Vec<Option<Elector>> = ["a", "b"]
@@ -246,7 +246,7 @@ pub async fn demote_reaches_the_leader(store: Store) {
 }
 
 /// P1 across restarts of the elector process (same and new candidate ids).
-pub async fn restart_raises_the_term(store: Store) {
+pub(crate) async fn restart_raises_the_term(store: Store) {
     let name = unique("restart");
     let mut last = 0;
     for id in ["a", "a", "b"] {
@@ -263,7 +263,7 @@ pub async fn restart_raises_the_term(store: Store) {
 }
 
 /// Pausing this node's campaigning hands leadership to another node; resuming rejoins.
-pub async fn local_pause_and_resume(store: Store) {
+pub(crate) async fn local_pause_and_resume(store: Store) {
     let name = unique("localpause");
     let a = spawn(&store, &name, "a", 1000);
     let guard = timeout(Duration::from_secs(5), a.wait_until_leader())
@@ -292,7 +292,7 @@ pub async fn local_pause_and_resume(store: Store) {
 }
 
 /// A cluster-wide pause makes the leader step down and keeps everyone out until resumed.
-pub async fn cluster_pause_stops_everyone(store: Store) {
+pub(crate) async fn cluster_pause_stops_everyone(store: Store) {
     let name = unique("clusterpause");
     let electors: Vec<Option<Elector>> = ["a", "b"]
         .iter()
@@ -318,7 +318,7 @@ pub async fn cluster_pause_stops_everyone(store: Store) {
 
 /// A graceful handover never overlaps: the old leader is told to stop, and the target starts
 /// only after every guard of the old tenure was dropped (its work stopped).
-pub async fn handover_waits_for_the_work_to_stop(store: Store) {
+pub(crate) async fn handover_waits_for_the_work_to_stop(store: Store) {
     let name = unique("handoverwait");
     let ttl = 2000;
     let a = spawn(&store, &name, "a", ttl);

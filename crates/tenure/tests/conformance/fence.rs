@@ -8,7 +8,6 @@ macro_rules! fence_tests {
             use crate::ops::campaign;
             use std::sync::Arc;
             use std::time::Duration;
-            use tenure::backend::Backend;
             use tenure::{Effect, Error, Store};
 
             async fn setup() -> Option<(Arc<$backend>, Store, String)> {
@@ -17,8 +16,9 @@ macro_rules! fence_tests {
                 let url = common::url_for($kind);
                 let backend =
                     Arc::new(<$backend>::connect(&url, &common::options()).await.unwrap());
-                backend.migrate().await.unwrap();
                 let store = Store::from_backend(backend.clone(), Duration::from_secs(30));
+                // The lease's tables and the features' (the registry electors campaign in).
+                store.migrate().await.unwrap();
                 let table = common::unique("app").replace('-', "_");
                 // The application's own statements are written as an application behind a
                 // transaction-mode pooler must write them: unnamed, and in a transaction.

@@ -3,7 +3,7 @@
 //! when asked, every cycle are), an acquisition wakes nobody, a release wakes the waiters; an
 //! election records and announces every transition.
 
-use crate::common::unique;
+use crate::common::{unique, until_db_passes};
 use crate::locks::holder;
 use std::time::Duration;
 use tenure::{BackendKind, Elector, LockGuard, LockOptions, Locks, Store, Timing};
@@ -45,7 +45,7 @@ async fn notified(rx: &mut broadcast::Receiver<String>, name: &str, within: Dura
 
 /// Lock cycles and semaphore permits taken while free and released by their holder leave no
 /// history row; the terms still rise by one per tenure.
-pub async fn lock_cycle_leaves_no_history(store: Store) {
+pub(crate) async fn lock_cycle_leaves_no_history(store: Store) {
     let name = unique("quiet");
     let a = holder(&store, "a");
     for term in 1..=3 {
@@ -72,7 +72,7 @@ pub async fn lock_cycle_leaves_no_history(store: Store) {
 
 /// With `record_every_cycle`, a lock's history is an election's: every acquisition and
 /// release; a release with a reason is recorded either way.
-pub async fn lock_records_every_cycle_when_asked(store: Store) {
+pub(crate) async fn lock_records_every_cycle_when_asked(store: Store) {
     let name = unique("audited");
     let a = holder(&store, "a");
     let audited = LockOptions::default().record_every_cycle(true);
@@ -99,14 +99,16 @@ pub async fn lock_records_every_cycle_when_asked(store: Store) {
 }
 
 /// A takeover of an expired lock and the operator's commands are recorded.
-pub async fn lock_takeover_and_admin_events_are_recorded(store: Store) {
+pub(crate) async fn lock_takeover_and_admin_events_are_recorded(store: Store) {
     let name = unique("takeover");
     let (a, b) = (holder(&store, "a"), holder(&store, "b"));
+    // A ttl of 1 s: its database timeout (200 ms) holds on a loaded machine too.
     let expiring = LockOptions::default()
-        .ttl(Duration::from_millis(200))
+        .ttl(Duration::from_secs(1))
         .keep_alive(false);
     a.try_lock(&name, expiring).await.unwrap().unwrap().forget();
-    sleep(Duration::from_millis(300)).await;
+    let expiry = store.get(&name).await.unwrap().leases[0].expires_at;
+    until_db_passes(&store, expiry).await;
     let guard = take(&b, &name).await;
     assert_eq!(guard.term(), 2);
     store.demote(&name, true, "op").await.unwrap();
@@ -132,7 +134,7 @@ pub async fn lock_takeover_and_admin_events_are_recorded(store: Store) {
 
 /// On PostgreSQL: taking a lock sends no notification; releasing it wakes a waiter at once
 /// (long before its next poll, a quarter of the 60 s ttl).
-pub async fn lock_release_wakes_and_acquisition_does_not(store: Store) {
+pub(crate) async fn lock_release_wakes_and_acquisition_does_not(store: Store) {
     let Some(mut rx) = store.backend().subscribe() else {
         return;
     };
@@ -164,7 +166,7 @@ pub async fn lock_release_wakes_and_acquisition_does_not(store: Store) {
 /// An election records its acquisitions and releases; PostgreSQL announces both (its followers
 /// and watchers learn of a new leader). The doorbells of SQLite and MySQL ring only what a
 /// follower waits for (a release, a demote, a handover), not an acquisition.
-pub async fn election_records_and_announces_every_cycle(store: Store) {
+pub(crate) async fn election_records_and_announces_every_cycle(store: Store) {
     let mut rx = store
         .backend()
         .subscribe()

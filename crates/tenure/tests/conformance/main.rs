@@ -3,10 +3,14 @@
 //! PostgreSQL through PgBouncer in transaction mode (`?pooler=transaction`, no LISTEN:
 //! followers poll; `TENURE_TEST_PGBOUNCER_URL`, started by `scripts/pgbouncer.sh start`).
 
+mod bounds;
+mod candidates;
 #[path = "../common/mod.rs"]
 mod common;
 mod consul;
+mod consul_contracts;
 mod elector;
+mod epochs;
 mod fence;
 mod lock_history;
 mod locks;
@@ -86,6 +90,20 @@ for_every_backend!([
     consul::consul_cas_delete_and_behavior,
     consul::consul_lock_index_is_the_term,
     consul::consul_racing_writers_have_one_winner,
+    epochs::terms_end_with_their_epoch,
+    candidates::candidates_register_follow_and_leave,
+    candidates::failover_picks_the_best_live_candidate,
+    candidates::a_better_candidate_takes_the_lead_by_handover,
+    candidates::equal_priorities_never_hand_over,
+    candidates::a_leader_stepping_down_wakes_its_follower,
+    candidates::an_unmigrated_hand_wrapped_store_names_the_missing_table,
+    bounds::release_at_least_is_bounded,
+    bounds::lock_at_least_is_bounded,
+    consul_contracts::consul_admin_changes_move_the_index,
+    consul_contracts::consul_expiry_moves_the_index,
+    consul_contracts::consul_step_down_moves_the_index,
+    consul_contracts::consul_stale_release_is_refused,
+    consul_contracts::consul_expired_session_cannot_release,
 ]);
 
 fence_tests!(

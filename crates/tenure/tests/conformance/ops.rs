@@ -7,7 +7,7 @@ use tenure::{Effect, Error, StepDownReason, Store};
 
 const LONG: u64 = 60_000;
 
-pub async fn campaign(store: &Store, name: &str, who: &str, ttl_ms: u64) -> tenure::Applied {
+pub(crate) async fn campaign(store: &Store, name: &str, who: &str, ttl_ms: u64) -> tenure::Applied {
     let op = tenure::Op::Campaign {
         candidate: who.to_string(),
         term: None,
@@ -19,7 +19,7 @@ pub async fn campaign(store: &Store, name: &str, who: &str, ttl_ms: u64) -> tenu
 }
 
 /// The campaign of a holder that believes it holds `term`: the only kind that renews.
-pub async fn renew(
+pub(crate) async fn renew(
     store: &Store,
     name: &str,
     who: &str,
@@ -40,7 +40,7 @@ fn term(applied: &tenure::Applied) -> u64 {
     applied.lease.as_ref().expect("row").term
 }
 
-pub async fn acquire_renew_and_leader(store: Store) {
+pub(crate) async fn acquire_renew_and_leader(store: Store) {
     let name = unique("acq");
     let a = campaign(&store, &name, "a", LONG).await;
     assert_eq!(
@@ -86,7 +86,7 @@ pub async fn acquire_renew_and_leader(store: Store) {
     assert!(store.leader(&unique("none")).await.unwrap().is_none());
 }
 
-pub async fn release_and_stale_release(store: Store) {
+pub(crate) async fn release_and_stale_release(store: Store) {
     let name = unique("rel");
     let a = campaign(&store, &name, "a", LONG).await;
     // P5: a release by someone else, or with another term, changes nothing.
@@ -113,7 +113,7 @@ pub async fn release_and_stale_release(store: Store) {
     assert_eq!(late.lease, b.lease);
 }
 
-pub async fn release_at_least(store: Store) {
+pub(crate) async fn release_at_least(store: Store) {
     let name = unique("atleast");
     let a = campaign(&store, &name, "a", LONG).await;
     let acquired = a.lease.unwrap().acquired_at;
@@ -142,7 +142,7 @@ pub async fn release_at_least(store: Store) {
     assert_eq!(term(&later), 2);
 }
 
-pub async fn stale_renew_leaves_successor(store: Store) {
+pub(crate) async fn stale_renew_leaves_successor(store: Store) {
     let name = unique("stale");
     campaign(&store, &name, "a", 50).await;
     tokio::time::sleep(Duration::from_millis(80)).await;
@@ -165,7 +165,7 @@ pub async fn stale_renew_leaves_successor(store: Store) {
     assert_eq!(history[0].holder.as_deref(), Some("b"));
 }
 
-pub async fn demote_keeps_lock_delay(store: Store) {
+pub(crate) async fn demote_keeps_lock_delay(store: Store) {
     let name = unique("demote");
     let a = campaign(&store, &name, "a", 700).await;
     let demoted = store.demote(&name, false, "op").await.unwrap();
@@ -214,7 +214,7 @@ pub async fn demote_keeps_lock_delay(store: Store) {
     );
 }
 
-pub async fn graceful_handover(store: Store) {
+pub(crate) async fn graceful_handover(store: Store) {
     let name = unique("handover");
     campaign(&store, &name, "a", LONG).await;
     let asked = store.handover(&name, "c", false, "op").await.unwrap();
@@ -254,7 +254,7 @@ pub async fn graceful_handover(store: Store) {
     assert_eq!(history[0].detail, "by handover");
 }
 
-pub async fn handover_reservation_lapses(store: Store) {
+pub(crate) async fn handover_reservation_lapses(store: Store) {
     let name = unique("lapse");
     campaign(&store, &name, "a", 300).await;
     store.release(&name, "a", 1, Duration::ZERO).await.unwrap();
@@ -274,7 +274,7 @@ pub async fn handover_reservation_lapses(store: Store) {
     );
 }
 
-pub async fn immediate_handover(store: Store) {
+pub(crate) async fn immediate_handover(store: Store) {
     let name = unique("force");
     campaign(&store, &name, "a", LONG).await;
     let forced = store.handover(&name, "c", true, "op").await.unwrap();
@@ -310,7 +310,7 @@ pub async fn immediate_handover(store: Store) {
 /// A forced grant released by its target before adopting it (a lock's release, which takes
 /// the one-statement path where the engine has one) leaves no reservation behind: the mark
 /// (`handover_to` = the holder) goes with the holder, and anyone may take the lease at once.
-pub async fn unadopted_forced_grant_released(store: Store) {
+pub(crate) async fn unadopted_forced_grant_released(store: Store) {
     let name = unique("forcedrel");
     campaign(&store, &name, "a", LONG).await;
     let forced = store.handover(&name, "c", true, "op").await.unwrap();
@@ -342,7 +342,7 @@ pub async fn unadopted_forced_grant_released(store: Store) {
     assert_eq!(term(&b), 3);
 }
 
-pub async fn pause_and_resume(store: Store) {
+pub(crate) async fn pause_and_resume(store: Store) {
     let name = unique("pause");
     campaign(&store, &name, "a", LONG).await;
     assert_eq!(
@@ -387,7 +387,7 @@ pub async fn pause_and_resume(store: Store) {
     assert_eq!(term(&campaign(&store, &fresh, "a", LONG).await), 1);
 }
 
-pub async fn list_history_and_errors(store: Store) {
+pub(crate) async fn list_history_and_errors(store: Store) {
     let (n1, n2) = (unique("list"), unique("list"));
     campaign(&store, &n1, "a", LONG).await;
     campaign(&store, &n2, "b", LONG).await;
@@ -448,7 +448,7 @@ pub async fn list_history_and_errors(store: Store) {
 }
 
 /// P1 through every kind of transition, including concurrent campaigners.
-pub async fn terms_strictly_increase(store: Store) {
+pub(crate) async fn terms_strictly_increase(store: Store) {
     let name = unique("p1");
     let mut terms = vec![];
     terms.push(term(&campaign(&store, &name, "a", LONG).await));
@@ -505,7 +505,7 @@ pub async fn terms_strictly_increase(store: Store) {
 
 /// With auto-creation off, missing tables are a clear error saying how to create them; a bad
 /// prefix is refused before anything is written; passwords never show in errors.
-pub async fn schema_switch_and_bad_connections(store: Store) {
+pub(crate) async fn schema_switch_and_bad_connections(store: Store) {
     use tenure::{BackendKind, StoreOptions};
     let kind = store.backend().kind();
     let url = crate::common::url_of(&store);

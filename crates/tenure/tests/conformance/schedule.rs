@@ -35,7 +35,7 @@ async fn run_for(store: &Store, name: &str, id: &str, for_how_long: Duration) ->
     ticks
 }
 
-pub async fn schedule_runs_each_tick_once(store: Store) {
+pub(crate) async fn schedule_runs_each_tick_once(store: Store) {
     let name = unique("sched");
     let first = run_for(&store, &name, "a", Duration::from_millis(1500)).await;
     assert!(first.len() >= 3, "too few ticks: {first:?}");
@@ -57,7 +57,7 @@ pub async fn schedule_runs_each_tick_once(store: Store) {
     assert!(second.windows(2).all(|w| w[1] - w[0] == 200), "{second:?}");
 }
 
-pub async fn schedule_stops_when_asked(store: Store) {
+pub(crate) async fn schedule_stops_when_asked(store: Store) {
     let name = unique("sched-stop");
     let elector = Elector::builder(store.clone(), &name)
         .candidate("a")

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tenure::{LeaderGuard, LockGuard};
+use tenure::{LeaderGuard, LockGuard, Tenure};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -23,35 +23,26 @@ use tokio::time::Instant;
 const TRACE: usize = 40;
 
 /// How the checker looks at a guard: the lock guard its task shares, or a leader guard clone.
-pub enum Probe {
+pub(crate) enum Probe {
     Lock(Arc<LockGuard>),
     Leader(LeaderGuard),
 }
 
-impl Probe {
-    fn is_lost(&self) -> bool {
+impl std::ops::Deref for Probe {
+    type Target = Tenure;
+
+    /// Either guard's tenure: its term, holder, deadline and end.
+    fn deref(&self) -> &Tenure {
         match self {
-            Probe::Lock(g) => g.is_lost(),
-            Probe::Leader(g) => g.is_lost(),
-        }
-    }
-    fn holder(&self) -> &str {
-        match self {
-            Probe::Lock(g) => g.holder(),
-            Probe::Leader(g) => g.candidate(),
-        }
-    }
-    fn deadline(&self) -> Instant {
-        match self {
-            Probe::Lock(g) => g.deadline(),
-            Probe::Leader(g) => g.deadline(),
+            Probe::Lock(g) => g,
+            Probe::Leader(g) => g,
         }
     }
 }
 
 /// The first invariant broken in a schedule, with the events that led to it.
 #[derive(Debug)]
-pub struct Violation {
+pub(crate) struct Violation {
     pub invariant: &'static str,
     pub detail: String,
     pub at: Duration,
@@ -81,7 +72,7 @@ struct State {
     violation: Option<Violation>,
 }
 
-pub struct Checker {
+pub(crate) struct Checker {
     state: Mutex<State>,
     start: Instant,
     /// The in-memory backend, whose writes are checked for falling terms.
@@ -96,7 +87,7 @@ impl std::fmt::Debug for Checker {
 }
 
 impl Checker {
-    pub fn new(memory: Option<Arc<MemoryBackend>>) -> Checker {
+    pub(crate) fn new(memory: Option<Arc<MemoryBackend>>) -> Checker {
         Checker {
             state: Mutex::default(),
             start: Instant::now(),
@@ -110,20 +101,20 @@ impl Checker {
     }
 
     /// Adds a line to the trace.
-    pub fn event(&self, line: impl AsRef<str>) {
+    pub(crate) fn event(&self, line: impl AsRef<str>) {
         let at = self.elapsed();
         let mut state = self.state.lock().unwrap();
         push_trace(&mut state, at, line.as_ref());
     }
 
     /// Declares the semaphore `name` of `permits` (its guards are named `name#i`).
-    pub fn semaphore(&self, name: &str, permits: u32) {
+    pub(crate) fn semaphore(&self, name: &str, permits: u32) {
         let mut state = self.state.lock().unwrap();
         state.semaphores.insert(name.to_string(), permits);
     }
 
     /// Registers a guard just handed out; returns its id.
-    pub fn register(&self, name: &str, term: u64, owner: &str, probe: Probe) -> u64 {
+    pub(crate) fn register(&self, name: &str, term: u64, owner: &str, probe: Probe) -> u64 {
         let at = self.elapsed();
         let mut state = self.state.lock().unwrap();
         push_trace(&mut state, at, &format!("{owner} GOT {name} term {term}"));
@@ -160,7 +151,7 @@ impl Checker {
     }
 
     /// The guard's `lost()` completed: it must read lost now, and forever after.
-    pub fn saw_lost(&self, id: u64) {
+    pub(crate) fn saw_lost(&self, id: u64) {
         let at = self.elapsed();
         let mut state = self.state.lock().unwrap();
         let broken = state.entries.get_mut(&id).and_then(|entry| {
@@ -179,13 +170,21 @@ impl Checker {
     }
 
     /// Stops watching a guard (its task ends it now, or its signal fired for good).
-    pub fn retire(&self, id: u64) {
+    pub(crate) fn retire(&self, id: u64) {
         let mut state = self.state.lock().unwrap();
         state.entries.remove(&id);
     }
 
+    /// Records a violation the workload saw itself (an observer that led).
+    pub(crate) fn violated(&self, invariant: &'static str, detail: String) {
+        let at = self.elapsed();
+        let mut state = self.state.lock().unwrap();
+        fail(&mut state, at, invariant, detail);
+        self.check_locked(&mut state, at);
+    }
+
     /// Checks every invariant now.
-    pub fn check(&self) {
+    pub(crate) fn check(&self) {
         let at = self.elapsed();
         let mut state = self.state.lock().unwrap();
         self.check_locked(&mut state, at);
@@ -201,7 +200,7 @@ impl Checker {
     }
     /// The next instant at which a guard held now reaches its deadline: a check then sees the
     /// loss at once, so that a guard held again afterwards cannot slip between two ticks.
-    pub fn next_deadline(&self) -> Option<Instant> {
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
         let now = Instant::now();
         let state = self.state.lock().unwrap();
         state
@@ -213,7 +212,7 @@ impl Checker {
     }
 
     /// Completes once an invariant is broken.
-    pub async fn failed(&self) {
+    pub(crate) async fn failed(&self) {
         let notified = self.failed.notified();
         if self.state.lock().unwrap().violation.is_some() {
             return;
@@ -221,7 +220,7 @@ impl Checker {
         notified.await;
     }
 
-    pub fn take_violation(&self) -> Option<Violation> {
+    pub(crate) fn take_violation(&self) -> Option<Violation> {
         self.state.lock().unwrap().violation.take()
     }
 }
@@ -337,7 +336,7 @@ fn uncovered_belief(state: &State, memory: &MemoryBackend) -> Option<(&'static s
                 "{} ({}) believes {} term {} for {:.3}s more, but the row (holder {:?}, term {}, \
              ttl {} ms) expires in {:.3}s",
                 e.owner,
-                e.probe.holder(),
+                e.probe.candidate(),
                 e.name,
                 e.term,
                 secs(deadline),

@@ -9,13 +9,13 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tenure::backend::{Backend, Renewed};
+use tenure::backend::{Backend, Renewed, TransactionBody};
 use tenure::{Applied, BackendKind, DbTime, Effect, HistoryEntry, Op, RedactedUrl, Snapshot};
 use tokio::sync::broadcast;
 
 /// How often calls fail, and how.
 #[derive(Clone, Copy, Debug)]
-pub struct FaultProfile {
+pub(crate) struct FaultProfile {
     /// Probability of a fault at each call.
     pub rate: f64,
     /// Only delays (the order of calls changes, every call answers).
@@ -26,7 +26,7 @@ pub struct FaultProfile {
 }
 
 impl FaultProfile {
-    pub const NONE: FaultProfile = FaultProfile {
+    pub(crate) const NONE: FaultProfile = FaultProfile {
         rate: 0.0,
         delays_only: true,
         round_trip_ms: 0,
@@ -49,7 +49,7 @@ enum Fault {
 const HANG: Duration = Duration::from_secs(100);
 
 #[derive(Debug)]
-pub struct FaultyBackend {
+pub(crate) struct FaultyBackend {
     inner: Arc<dyn Backend>,
     /// The holder whose calls these are, for the trace.
     who: String,
@@ -59,7 +59,7 @@ pub struct FaultyBackend {
 }
 
 impl FaultyBackend {
-    pub fn new(
+    pub(crate) fn new(
         inner: Arc<dyn Backend>,
         who: &str,
         seed: u64,
@@ -261,5 +261,50 @@ impl Backend for FaultyBackend {
 
     fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
         self.inner.subscribe()
+    }
+
+    /// A transaction (an elector's campaign through the candidate registry) meets the same
+    /// faults as an operation, but a late commit: the body is borrowed, so the call cannot
+    /// outlive the caller; it becomes an error after the commit, an ambiguity of its own.
+    async fn transaction(&self, body: &mut dyn TransactionBody) -> tenure::Result<()> {
+        let fault = self.draw().map(|f| match f {
+            Fault::LateCommit(_) => Fault::ErrorAfter,
+            other => other,
+        });
+        let what = format!("{} transaction", self.who);
+        if let Some(fault) = fault.filter(|f| !matches!(f, Fault::RoundTrip(..))) {
+            self.checker.event(format!("{what}: fault {fault:?}"));
+        }
+        let result = match fault {
+            None => self.inner.transaction(body).await,
+            Some(Fault::RoundTrip(before, after)) => {
+                tokio::time::sleep(before).await;
+                let result = self.inner.transaction(body).await;
+                tokio::time::sleep(after).await;
+                result
+            }
+            Some(Fault::DelayBefore(d)) => {
+                tokio::time::sleep(d).await;
+                self.inner.transaction(body).await
+            }
+            Some(Fault::DelayAfter(d)) => {
+                let result = self.inner.transaction(body).await;
+                tokio::time::sleep(d).await;
+                result
+            }
+            Some(Fault::ErrorBefore) => Err(connection_reset()),
+            Some(Fault::ErrorAfter | Fault::LateCommit(_)) => self
+                .inner
+                .transaction(body)
+                .await
+                .and(Err(connection_reset())),
+            Some(Fault::Hang) => {
+                tokio::time::sleep(HANG).await;
+                self.inner.transaction(body).await
+            }
+        };
+        self.checker.event(format!("{what} -> {result:?}"));
+        self.checker.check();
+        result
     }
 }

@@ -34,6 +34,7 @@ async fn run(kind: BackendKind) {
         mix.lock_tasks = mix.lock_tasks.max(1);
         mix.semaphore_tasks = mix.semaphore_tasks.max(1);
         mix.electors = true;
+        mix.priorities = true;
         mix.faults = FaultProfile {
             rate: 0.05,
             delays_only: true,
@@ -60,7 +61,19 @@ async fn run(kind: BackendKind) {
             () = checker.failed() => {}
             () = tokio::time::sleep_until(plan.end) => checker.check(),
         }
+        // The electors campaign through the candidate registry (priorities, the observer).
+        let roster = tenure::candidates::Candidates::new(store.clone())
+            .list(&plan.election())
+            .await
+            .expect("the registry");
         tasks.shutdown().await;
+        assert!(
+            roster
+                .candidates
+                .iter()
+                .any(|c| c.observer && c.is_live(roster.now)),
+            "{kind} seed {seed}: no live observer registered: {roster:?}"
+        );
         if let Some(v) = checker.take_violation() {
             panic!(
                 "{kind} seed {seed}: invariant {} broken at {:.3}s: {}\n  last events:\n    {}",

@@ -18,7 +18,7 @@ use tokio::time::{sleep, sleep_until, Instant};
 /// Which features a schedule uses. `Only::Hole*` restricts the mix to the features that reach
 /// one of issue 11's holes, to attribute failures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Only {
+pub(crate) enum Only {
     All,
     /// Relock right after a release (drop, `release()`, `forget()`) from the same `Locks`.
     Hole1,
@@ -31,7 +31,7 @@ pub enum Only {
 }
 
 impl Only {
-    pub fn parse(s: &str) -> Option<Only> {
+    pub(crate) fn parse(s: &str) -> Option<Only> {
         Some(match s {
             "all" => Only::All,
             "hole1" => Only::Hole1,
@@ -44,7 +44,7 @@ impl Only {
 }
 
 #[derive(Clone, Debug)]
-pub struct Mix {
+pub(crate) struct Mix {
     pub holders: usize,
     /// Lock tasks per holder, on `lock_names` names.
     pub lock_tasks: usize,
@@ -66,10 +66,14 @@ pub struct Mix {
     pub faults: FaultProfile,
     /// The backend pushes notifications (as PostgreSQL does).
     pub push: bool,
+    /// Electors have random priorities, one more holder only observes, and a candidate of
+    /// the highest priority comes and goes in a loop (a flapping preferred leader). Only on
+    /// real databases: the in-memory backend keeps no candidate registry.
+    pub priorities: bool,
 }
 
 impl Mix {
-    pub fn draw(only: Only, rng: &mut StdRng) -> Mix {
+    pub(crate) fn draw(only: Only, rng: &mut StdRng) -> Mix {
         let quiet = Mix {
             holders: 2,
             lock_tasks: 0,
@@ -83,6 +87,7 @@ impl Mix {
             operator: false,
             faults: FaultProfile::NONE,
             push: rng.gen_bool(0.5),
+            priorities: false,
         };
         match only {
             Only::All => Mix {
@@ -143,7 +148,7 @@ impl Mix {
 }
 
 /// One run of the workload.
-pub struct Plan {
+pub(crate) struct Plan {
     pub mix: Mix,
     pub seed: u64,
     /// Prepended to every name (unique per run on a shared database).
@@ -153,7 +158,7 @@ pub struct Plan {
 }
 
 impl Plan {
-    fn election(&self) -> String {
+    pub(crate) fn election(&self) -> String {
         format!("{}elect", self.prefix)
     }
     fn lock_name(&self, k: usize) -> String {
@@ -202,7 +207,7 @@ fn ms(n: u64) -> Duration {
 }
 
 /// Starts every task of `plan` in `tasks`, over `backend`.
-pub fn spawn(
+pub(crate) fn spawn(
     plan: Arc<Plan>,
     backend: Arc<dyn Backend>,
     checker: Arc<Checker>,
@@ -244,8 +249,14 @@ pub fn spawn(
             tasks.spawn(task.run(plan.fork(next())));
         }
         if mix.electors {
-            let elector = Elector::builder(store, plan.election())
+            let priority = if mix.priorities {
+                plan.fork(next()).gen_range(-1..=2)
+            } else {
+                0
+            };
+            let elector = Elector::builder(store.clone(), plan.election())
                 .candidate(plan.candidate(h))
+                .priority(priority)
                 .timing(plan.timing())
                 .spawn()
                 .expect("valid elector");
@@ -253,16 +264,92 @@ pub fn spawn(
             let task = elect(
                 plan.clone(),
                 checker.clone(),
-                elector,
+                Arc::new(elector),
                 owner,
                 plan.fork(next()),
             );
             tasks.spawn(task);
         }
     }
+    if mix.electors && mix.priorities {
+        let store = store_for("observer", next());
+        let observer = Elector::builder(store, plan.election())
+            .candidate("observer")
+            .priority(9)
+            .observe()
+            .timing(plan.timing())
+            .spawn()
+            .expect("valid observer");
+        tasks.spawn(observe(checker.clone(), observer));
+        let store = store_for("flapper", next());
+        tasks.spawn(flap(
+            plan.clone(),
+            checker.clone(),
+            store,
+            plan.fork(next()),
+        ));
+    }
     if mix.operator {
         let store = store_for("operator", next());
         tasks.spawn(operate(plan.clone(), store, plan.fork(next())));
+    }
+}
+
+/// An observer of the election: it must never lead, whatever its priority.
+async fn observe(checker: Arc<Checker>, observer: Elector) {
+    let mut role = observer.role();
+    loop {
+        if role.borrow_and_update().is_leader() {
+            let detail = "the observer (priority 9) believes it leads".to_string();
+            checker.violated("observers-never-lead", detail);
+            return;
+        }
+        if role.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// A preferred leader that comes and goes: an elector of the highest priority that runs for a
+/// while (taking the lead by handover, or by failover), then stops — cleanly or as a crash —
+/// and comes back, in a loop. Its tenures are checked as every elector's.
+async fn flap(plan: Arc<Plan>, checker: Arc<Checker>, store: Store, mut rng: StdRng) {
+    let mut round = 0;
+    while Instant::now() < plan.end {
+        round += 1;
+        let owner = format!("flapper/{round}");
+        let elector = Elector::builder(store.clone(), plan.election())
+            .candidate(format!("flapper-{round}"))
+            .priority(5)
+            .timing(plan.timing())
+            .spawn()
+            .expect("valid elector");
+        let run = ms(rng.gen_range(200..2000));
+        let crash = rng.gen_bool(0.5);
+        let elector = Arc::new(elector);
+        let task = tokio::spawn(elect(
+            plan.clone(),
+            checker.clone(),
+            elector.clone(),
+            owner.clone(),
+            plan.fork(rng.gen()),
+        ));
+        sleep(run).await;
+        task.abort();
+        let _ = task.await;
+        checker.event(format!(
+            "{owner} {}",
+            if crash { "crashes" } else { "stops" }
+        ));
+        let Ok(elector) = Arc::try_unwrap(elector) else {
+            unreachable!("the only other handle was the aborted task's")
+        };
+        if crash {
+            elector.abort();
+        } else {
+            elector.shutdown().await;
+        }
+        sleep(ms(rng.gen_range(0..1000))).await;
     }
 }
 
@@ -397,7 +484,7 @@ impl LockTask {
 async fn elect(
     plan: Arc<Plan>,
     checker: Arc<Checker>,
-    elector: Elector,
+    elector: Arc<Elector>,
     owner: String,
     mut rng: StdRng,
 ) {

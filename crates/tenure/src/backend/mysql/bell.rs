@@ -30,14 +30,14 @@ use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
 
 /// How many names one store's followers wait on at once (one connection each); beyond, poll.
-pub const MAX_WAITERS: usize = 8;
+pub(super) const MAX_WAITERS: usize = 8;
 /// How long one `GET_LOCK` waits before the follower looks again.
-const WAIT_S: u64 = 30;
+const WAIT_S: i64 = 30;
 /// How often the holder checks that its connection (and so its bells) is still there.
 const HOLDER_CHECK: Duration = Duration::from_secs(60);
 
 /// One store's bells: the holder task and the waiters.
-pub struct Bells {
+pub(super) struct Bells {
     connect: MySqlConnectOptions,
     prefix: String,
     holder: mpsc::UnboundedSender<Hold>,
@@ -55,7 +55,7 @@ enum Hold {
 
 impl Bells {
     /// Starts the holder task (on the current runtime); connections open when first needed.
-    pub fn start(connect: MySqlConnectOptions, prefix: &str) -> Bells {
+    pub(super) fn start(connect: MySqlConnectOptions, prefix: &str) -> Bells {
         let connect = connect.disable_statement_logging();
         let (holder, asks) = mpsc::unbounded_channel();
         let off = Arc::new(AtomicBool::new(false));
@@ -72,13 +72,13 @@ impl Bells {
     }
 
     /// The names whose bell rang, from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<String> {
+    pub(super) fn subscribe(&self) -> broadcast::Receiver<String> {
         self.wake.subscribe()
     }
 
     /// Hears of a committed operation: a leader takes or gives back its bell, a follower that
     /// found the lease held waits on it.
-    pub fn applied(&self, name: &str, op: &Op, applied: &Applied) {
+    pub(super) fn applied(&self, name: &str, op: &Op, applied: &Applied) {
         if self.off.load(Ordering::Relaxed) {
             return;
         }
@@ -136,7 +136,7 @@ impl Bells {
 
 /// The named lock of `name`'s bell: at most 64 characters, as MySQL allows (the prefix is at
 /// most 41), the same in every process and version (FNV-1a of the name).
-pub fn bell_name(prefix: &str, name: &str) -> String {
+pub(super) fn bell_name(prefix: &str, name: &str) -> String {
     let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     });
@@ -156,7 +156,7 @@ async fn wait_once(connect: &MySqlConnectOptions, bell: &str) -> sqlx::Result<bo
     }
     let got: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, ?)")
         .bind(bell)
-        .bind(WAIT_S as i64)
+        .bind(WAIT_S)
         .fetch_one(&mut conn)
         .await?;
     // Let go at once (closing the connection would too): the next follower's turn.

@@ -4,7 +4,7 @@ use super::bell::Bells;
 use super::galera::Galera;
 use super::one_statement::{self, CycleCalls};
 use crate::backend::fresh::Freshness;
-use crate::backend::sql::{Dialect, Engine, SqlBackend};
+use crate::backend::sql::{Dialect, Engine, EpochSql, SqlBackend};
 use crate::backend::{BackendKind, RedactedUrl, StoreOptions};
 use crate::error::{Error, Result};
 use crate::model::Op;
@@ -12,7 +12,7 @@ use crate::records::Applied;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPoolOptions};
 use sqlx::MySqlPool;
 use std::str::FromStr;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicI64};
 use std::sync::Arc;
 use tokio::sync::broadcast;
 
@@ -47,30 +47,15 @@ const SCHEMA: &[&str] = &[
     holder VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
     completed_at DATETIME(6) NOT NULL
 ) ENGINE=InnoDB",
-    "CREATE TABLE IF NOT EXISTS {p}consul_session (
-    id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
-    name TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-    node VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-    ttl_ms BIGINT NULL,
-    lease_ms BIGINT NOT NULL,
-    lock_delay_ms BIGINT NOT NULL,
-    behavior VARCHAR(16) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-    create_index BIGINT NOT NULL,
-    modify_index BIGINT NOT NULL,
-    expires_at DATETIME(6) NOT NULL
-) ENGINE=InnoDB",
-    "CREATE TABLE IF NOT EXISTS {p}consul_kv (
-    kv_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
-    value LONGBLOB NOT NULL,
-    flags BIGINT NOT NULL,
-    session VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-    lock_index BIGINT NOT NULL,
-    create_index BIGINT NOT NULL,
-    modify_index BIGINT NOT NULL,
-    INDEX {p}consul_kv_session (session)
-) ENGINE=InnoDB",
-    "CREATE TABLE IF NOT EXISTS {p}consul_index (id INTEGER NOT NULL PRIMARY KEY, idx BIGINT NOT NULL) ENGINE=InnoDB",
     "CREATE TABLE IF NOT EXISTS {p}schema (version BIGINT NOT NULL) ENGINE=InnoDB",
+    // The server that began the current epoch (`@@server_id`) and its floor: terms minted on
+    // another server begin a new epoch (`model::Epoch`).
+    "CREATE TABLE IF NOT EXISTS {p}epoch (
+    id INTEGER NOT NULL PRIMARY KEY,
+    server_id BIGINT NOT NULL,
+    epoch BIGINT NOT NULL,
+    started_at DATETIME(6) NOT NULL
+) ENGINE=InnoDB",
 ];
 
 /// The MySQL / MariaDB engine of [`MySqlBackend`](super::MySqlBackend). It keeps the Galera
@@ -84,6 +69,9 @@ pub struct MySql {
     /// Set once the procedures could not be called (missing, no `EXECUTE`, definer gone):
     /// from then on every operation of this store runs the transaction.
     pub(super) without_routines: AtomicBool,
+    /// The floor of the epoch this store's transactions read last (-1: none yet): the acquire
+    /// procedure writes only where the server's own epoch row still has it.
+    pub(super) epoch_floor: AtomicI64,
 }
 
 impl Engine for MySql {
@@ -103,6 +91,7 @@ impl Engine for MySql {
             from_us: |param| format!("TIMESTAMPADD(MICROSECOND, {param}, '1970-01-01 00:00:00')"),
             now_us: "TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6))",
             read_only: Some("CAST(@@global.read_only AS SIGNED)"),
+            epoch: EpochSql::ServerRow,
             now_with_lock: false,
             for_update: "FOR UPDATE",
             share_lock: "LOCK IN SHARE MODE",
@@ -122,6 +111,12 @@ impl Engine for MySql {
             schema: SCHEMA,
             routines: one_statement::routines,
         }
+    }
+
+    fn saw_epoch(&self, epoch: crate::model::Epoch) {
+        let floor = i64::try_from(epoch.floor()).unwrap_or(-1);
+        self.epoch_floor
+            .store(floor, std::sync::atomic::Ordering::Relaxed);
     }
 
     fn conflict(&self, name: &str, error: &sqlx::Error) {
@@ -201,6 +196,7 @@ impl Engine for MySql {
                 bells,
                 calls: CycleCalls::new(&options.table_prefix),
                 without_routines: AtomicBool::new(false),
+                epoch_floor: AtomicI64::new(-1),
             },
         ))
     }

@@ -12,7 +12,12 @@
 //! 3. one `UPDATE` writes only in the one case it covers, exactly where the model ([`decide`])
 //!    writes the same row and records no event:
 //!    - **acquire** (a lock or permit that does not record every cycle): the lease is vacant
-//!      (`holder IS NULL`), expired, not paused, no handover is pending: term + 1;
+//!      (`holder IS NULL`), expired, not paused, no handover is pending, and this server is
+//!      the one that began the database's epoch whose floor the caller read last (the
+//!      `<prefix>epoch` row against `@@server_id`): term = max(term + 1, floor), as the model
+//!      mints it ([`Epoch::next_term`](crate::model::Epoch::next_term)); a store that has not
+//!      read the epoch yet, a new server (a promotion) or the last term runs the transaction,
+//!      which begins a new epoch where it must;
 //!    - **release** (one the model does not record): `holder` and `term` match: `holder = NULL`,
 //!      `expires_at = max(now, acquired_at + at_least)`, the mark of an unadopted forced grant
 //!      (`handover_to = holder`) dropped — assigned *before* `holder`, since MySQL's `SET`
@@ -38,17 +43,18 @@
 //! [`decide`]: crate::model::decide
 
 use super::MySql;
-use crate::backend::sql::{is_retryable, lease_columns, Dialect, Engine, SqlBackend};
+use crate::backend::sql::{bigint, lease_columns, Dialect, Engine, SqlBackend};
 use crate::backend::Applied;
+use crate::error::is_retryable;
 use crate::error::Result;
-use crate::model::Op;
+use crate::model::{Epoch, Op};
 use std::sync::atomic::Ordering;
 
 /// The procedures' names: versioned, so that a later tenure with other bodies installs its own
 /// next to these (`CREATE PROCEDURE IF NOT EXISTS` never replaces one).
 fn names(prefix: &str) -> (String, String) {
     (
-        format!("{prefix}lock_acquire_v1"),
+        format!("{prefix}lock_acquire_v2"),
         format!("{prefix}lock_release_v1"),
     )
 }
@@ -58,6 +64,7 @@ fn names(prefix: &str) -> (String, String) {
 pub(super) fn routines(prefix: &str) -> Vec<String> {
     let d: Dialect = MySql::dialect();
     let lease = format!("{prefix}lease");
+    let epoch = format!("{prefix}epoch");
     let (acquire, release) = names(prefix);
     let text = "VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin";
     let answer = format!(
@@ -86,14 +93,19 @@ pub(super) fn routines(prefix: &str) -> Vec<String> {
     vec![
         format!(
             "CREATE PROCEDURE IF NOT EXISTS {acquire}(IN p_name {text}, IN p_holder {text}, \
-             IN p_ttl_ms BIGINT, IN p_metadata TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)\n\
+             IN p_ttl_ms BIGINT, IN p_metadata TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, \
+             IN p_floor BIGINT)\n\
              SQL SECURITY INVOKER\n{}",
             body(format!(
-                "UPDATE {lease} SET holder = p_holder, term = term + 1, acquired_at = v_now, \
+                "UPDATE {lease} SET holder = p_holder, term = GREATEST(term + 1, p_floor), \
+                 acquired_at = v_now, \
                  renewed_at = v_now, expires_at = TIMESTAMPADD(MICROSECOND, p_ttl_ms * 1000, \
                  v_now), ttl_ms = p_ttl_ms, metadata = p_metadata, handover_to = NULL \
                  WHERE name = p_name AND holder IS NULL AND handover_to IS NULL AND paused = 0 \
-                 AND expires_at <= v_now AND @@global.read_only = 0"
+                 AND expires_at <= v_now AND @@global.read_only = 0 \
+                 AND term < 9223372036854775807 \
+                 AND EXISTS (SELECT 1 FROM {epoch} e WHERE e.id = 1 \
+                 AND e.server_id = @@server_id AND e.epoch = p_floor)"
             ))
         ),
         format!(
@@ -119,7 +131,7 @@ pub(super) struct CycleCalls {
 }
 
 impl CycleCalls {
-    pub fn new(prefix: &str) -> CycleCalls {
+    pub(super) fn new(prefix: &str) -> CycleCalls {
         let (acquire, release) = names(prefix);
         CycleCalls { acquire, release }
     }
@@ -177,6 +189,7 @@ pub(super) async fn run(
         return Ok(None);
     }
     let calls = &engine.calls;
+    let floor = engine.epoch_floor.load(Ordering::Relaxed);
     let sql = match op {
         Op::Campaign {
             candidate,
@@ -184,13 +197,14 @@ pub(super) async fn run(
             metadata,
             purpose,
             ..
-        } if !purpose.records_every_cycle() => call(
+        } if !purpose.records_every_cycle() && floor >= 0 => call(
             &calls.acquire,
             &[
                 Arg::Text(name),
                 Arg::Text(candidate),
-                Arg::Int(*ttl_ms as i64),
+                Arg::Int(bigint("ttl", *ttl_ms)?),
                 Arg::OptText(metadata.as_deref()),
+                Arg::Int(floor),
             ],
         ),
         Op::Release {
@@ -204,8 +218,8 @@ pub(super) async fn run(
             &[
                 Arg::Text(name),
                 Arg::Text(candidate),
-                Arg::Int(*term as i64),
-                Arg::Int(*at_least_ms as i64),
+                Arg::Int(bigint("term", *term)?),
+                Arg::Int(bigint("at least", *at_least_ms)?),
             ],
         ),
         _ => return Ok(None),
@@ -231,7 +245,9 @@ pub(super) async fn run(
         }
         Err(e) => return Err(e.into()),
     };
-    backend.cycle_applied(&row, op).map(Some)
+    // An acquisition wrote only in the epoch of that floor; a release mints nothing.
+    let epoch = Epoch::from_floor(u64::try_from(floor).unwrap_or(0));
+    backend.cycle_applied(&row, op, epoch).map(Some)
 }
 
 #[cfg(test)]

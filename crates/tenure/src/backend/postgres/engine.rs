@@ -4,9 +4,10 @@
 use super::marks::Marks;
 use super::one_statement::{self, CycleStatements};
 use crate::backend::fresh::Freshness;
-use crate::backend::sql::{Dialect, Engine, SqlBackend};
+use crate::backend::sql::{Dialect, Engine, EpochSql, SqlBackend};
 use crate::backend::url::{split_pooler, Pooler};
 use crate::backend::{Applied, BackendKind, RedactedUrl, StoreOptions};
+use crate::changes::ANY;
 use crate::error::{is_read_only, Error, Result};
 use crate::model::Op;
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
@@ -14,7 +15,7 @@ use sqlx::PgPool;
 use std::borrow::Cow;
 use std::str::FromStr;
 use std::sync::Arc;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
 const SCHEMA: &[&str] = &[
@@ -48,29 +49,6 @@ const SCHEMA: &[&str] = &[
     holder TEXT NOT NULL,
     completed_at TIMESTAMPTZ NOT NULL
 )",
-    "CREATE TABLE IF NOT EXISTS {p}consul_session (
-    id TEXT COLLATE \"C\" NOT NULL PRIMARY KEY,
-    name TEXT NOT NULL,
-    node TEXT COLLATE \"C\" NOT NULL,
-    ttl_ms BIGINT,
-    lease_ms BIGINT NOT NULL,
-    lock_delay_ms BIGINT NOT NULL,
-    behavior TEXT NOT NULL,
-    create_index BIGINT NOT NULL,
-    modify_index BIGINT NOT NULL,
-    expires_at TIMESTAMPTZ NOT NULL
-)",
-    "CREATE TABLE IF NOT EXISTS {p}consul_kv (
-    kv_key TEXT COLLATE \"C\" NOT NULL PRIMARY KEY,
-    value BYTEA NOT NULL,
-    flags BIGINT NOT NULL,
-    session TEXT COLLATE \"C\",
-    lock_index BIGINT NOT NULL,
-    create_index BIGINT NOT NULL,
-    modify_index BIGINT NOT NULL
-)",
-    "CREATE INDEX IF NOT EXISTS {p}consul_kv_session ON {p}consul_kv (session)",
-    "CREATE TABLE IF NOT EXISTS {p}consul_index (id INTEGER NOT NULL PRIMARY KEY, idx BIGINT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS {p}schema (version BIGINT NOT NULL)",
 ];
 
@@ -116,6 +94,10 @@ impl Engine for Postgres {
             },
             now_us: "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000)::BIGINT",
             read_only: None,
+            // The WAL file name of the insert position begins with its timeline (8 hex digits).
+            epoch: EpochSql::Timeline(
+                "('x' || substr(pg_walfile_name(pg_current_wal_insert_lsn()), 1, 8))::bit(32)::BIGINT",
+            ),
             now_with_lock: true,
             for_update: "FOR UPDATE",
             share_lock: "FOR SHARE",
@@ -191,10 +173,12 @@ impl Engine for Postgres {
         let channel = format!("{}lease", options.table_prefix);
         let listening = match &options.notify_url {
             Some(notify) => {
-                let (notify_pool, shown) = notify_pool(notify, options).await?;
-                Some(listen(&notify_pool, channel.clone(), &shown).await?)
+                let (notify_pool, shown) = notify_pool(notify, options, fresh).await?;
+                Some(listen(&notify_pool, channel.clone(), &shown, fresh).await?)
             }
-            None if listen_here => Some(listen(&pool, channel.clone(), redacted.as_str()).await?),
+            None if listen_here => {
+                Some(listen(&pool, channel.clone(), redacted.as_str(), fresh).await?)
+            }
             None => {
                 tracing::info!(
                     url = %redacted,
@@ -258,8 +242,14 @@ impl Engine for Postgres {
 }
 
 /// A pool of one connection to the notify URL `url`: a direct PostgreSQL server (or a
-/// session-mode pool), never a transaction pooler; and the URL as errors show it.
-async fn notify_pool(url: &str, options: &StoreOptions) -> Result<(PgPool, String)> {
+/// session-mode pool), never a transaction pooler; and the URL as errors show it. Guarded by
+/// the store's `fresh` as the store's own pool is, so that the listener's connection follows a
+/// failover too.
+async fn notify_pool(
+    url: &str,
+    options: &StoreOptions,
+    fresh: &Arc<Freshness>,
+) -> Result<(PgPool, String)> {
     let redacted = RedactedUrl::new(url);
     let shown = format!("{redacted} (the notify URL)");
     let bad = |reason: String| Error::BadUrl {
@@ -292,7 +282,8 @@ async fn notify_pool(url: &str, options: &StoreOptions) -> Result<(PgPool, Strin
             Error::Connect { source, .. } => connect_error(source),
             other => other,
         })?;
-    let pool = PgPoolOptions::new()
+    let pool = fresh
+        .guard(PgPoolOptions::new())
         .max_connections(1)
         .acquire_timeout(options.timeout)
         .connect_with(connect)
@@ -302,11 +293,12 @@ async fn notify_pool(url: &str, options: &StoreOptions) -> Result<(PgPool, Strin
 }
 
 /// LISTENs on `channel` through `pool` (of the server `shown`) and forwards what arrives to
-/// the returned sender, from a task of its own.
+/// the returned sender, from a task of its own that follows the primary (see [`follow`]).
 async fn listen(
     pool: &PgPool,
     channel: String,
     shown: &str,
+    fresh: &Arc<Freshness>,
 ) -> Result<(broadcast::Sender<String>, JoinHandle<()>)> {
     let connect_error = |source| Error::Connect {
         url: shown.to_string(),
@@ -316,8 +308,8 @@ async fn listen(
         .await
         .map_err(connect_error)?;
     let (notifications, _) = broadcast::channel(1024);
-    let task = match listener.listen(&channel).await {
-        Ok(()) => tokio::spawn(forward(listener, notifications.clone())),
+    let listening = match listener.listen(&channel).await {
+        Ok(()) => Some(listener),
         // A standby refuses LISTEN ("cannot execute LISTEN during recovery", 25006). Start
         // anyway, so that every campaign says why it does not lead (`Error::ReadOnly`) and
         // the store leads once the server is promoted; listen from then on.
@@ -326,39 +318,85 @@ async fn listen(
                 url = %shown,
                 "the server is a standby: no notifications until it takes writes; polling"
             );
-            tokio::spawn(listen_later(pool.clone(), channel, notifications.clone()))
+            None
         }
         Err(e) => return Err(connect_error(e)),
     };
+    let task = tokio::spawn(follow(
+        pool.clone(),
+        channel,
+        listening,
+        fresh.discards(),
+        notifications.clone(),
+    ));
     Ok((notifications, task))
 }
 
-/// LISTENs on `channel` as soon as the server takes it (tried every second), then forwards.
-async fn listen_later(pool: PgPool, channel: String, out: broadcast::Sender<String>) {
+/// Forwards notifications while it LISTENs, and LISTENs again on a fresh connection:
+/// - at every freshness mark (a call timed out or found the server read-only: a failover may
+///   have happened, and the held connection may lead to the old primary — after a switchover
+///   a live standby that notifies nobody): the held connection goes back to the pool, which
+///   closes it as stale, and a new one LISTENs wherever the URL leads now;
+/// - every second while the server refuses LISTEN (a standby, until it is promoted).
+///
+/// Each new LISTEN wakes everyone once ([`ANY`]): what was sent meanwhile is lost. `PgListener`
+/// reconnects by itself after a connection error (through the pool: a fresh connection after
+/// a mark); followers also poll every renew interval, which covers what a gap loses.
+async fn follow(
+    pool: PgPool,
+    channel: String,
+    mut listener: Option<PgListener>,
+    mut discards: watch::Receiver<u64>,
+    out: broadcast::Sender<String>,
+) {
+    enum Event {
+        Note(std::result::Result<sqlx::postgres::PgNotification, sqlx::Error>),
+        Discarded,
+        Retry,
+        Gone,
+    }
     loop {
-        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        let Ok(mut listener) = PgListener::connect_with(&pool).await else {
-            continue;
+        let event = match listener.as_mut() {
+            Some(held) => tokio::select! {
+                note = held.recv() => Event::Note(note),
+                changed = discards.changed() => match changed {
+                    Ok(()) => Event::Discarded,
+                    Err(_) => Event::Gone,
+                },
+            },
+            None => tokio::select! {
+                () = tokio::time::sleep(std::time::Duration::from_secs(1)) => Event::Retry,
+                changed = discards.changed() => match changed {
+                    Ok(()) => Event::Retry,
+                    Err(_) => Event::Gone,
+                },
+            },
         };
-        if listener.listen(&channel).await.is_ok() {
-            tracing::info!("the server takes LISTEN now: notifications resume");
-            return forward(listener, out).await;
+        match event {
+            Event::Note(Ok(note)) => {
+                let _ = out.send(note.payload().to_string());
+            }
+            Event::Note(Err(e)) => {
+                tracing::debug!(error = %e, "LISTEN connection lost; reconnecting");
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            Event::Discarded | Event::Retry => {
+                // Given back (and closed, as stale) before a fresh one is taken.
+                drop(listener.take());
+                listener = relisten(&pool, &channel).await;
+                if listener.is_some() {
+                    tracing::debug!(%channel, "listening on a fresh connection");
+                    let _ = out.send(ANY.to_string());
+                }
+            }
+            Event::Gone => return,
         }
     }
 }
 
-/// Forwards notifications to subscribers. `PgListener` reconnects by itself after an error;
-/// what was sent meanwhile is lost, which followers cover by polling every renew interval.
-async fn forward(mut listener: PgListener, out: broadcast::Sender<String>) {
-    loop {
-        match listener.recv().await {
-            Ok(note) => {
-                let _ = out.send(note.payload().to_string());
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "LISTEN connection lost; reconnecting");
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            }
-        }
-    }
+/// A new listener on `channel`, if the server takes LISTEN now.
+async fn relisten(pool: &PgPool, channel: &str) -> Option<PgListener> {
+    let mut listener = PgListener::connect_with(pool).await.ok()?;
+    listener.listen(channel).await.ok()?;
+    Some(listener)
 }

@@ -19,7 +19,7 @@
 //! lost, a user's exclusive advisory lock on the same key) costs a waiter at most its poll
 //! interval, as without notifications.
 
-use crate::store::ANY;
+use crate::changes::ANY;
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::{ConnectOptions, Connection};
 use std::sync::Arc;
@@ -29,7 +29,7 @@ use tokio::task::JoinHandle;
 
 /// The first key of every mark (`'tenu'`): advisory locks with two `int4` keys live apart from
 /// those with one `bigint` key, which is what applications mostly use.
-pub const MARK_CLASS: i32 = 0x7465_6e75;
+pub(super) const MARK_CLASS: i32 = 0x7465_6e75;
 /// How often a held mark's connection is checked (a lost one is taken again, with a wake-up)
 /// and whether its subscribers are gone (then the mark is let go).
 const CHECK: Duration = Duration::from_secs(5);
@@ -39,17 +39,17 @@ const IDLE: Duration = Duration::from_secs(1);
 const STEP: Duration = Duration::from_secs(10);
 
 /// The second key of the marks of `channel` (the table prefix's `lease`): FNV-1a, positive.
-pub fn mark_key(channel: &str) -> i32 {
+pub(super) fn mark_key(channel: &str) -> i32 {
     let mut hash: u32 = 0x811c_9dc5;
     for byte in channel.bytes() {
         hash ^= u32::from(byte);
         hash = hash.wrapping_mul(0x0100_0193);
     }
-    (hash & 0x7fff_ffff) as i32
+    i32::try_from(hash & 0x7fff_ffff).expect("31 bits fit an i32")
 }
 
 /// The SQL condition that a mark of `channel` is held by some session of this database.
-pub fn marked_sql(channel: &str) -> String {
+pub(super) fn marked_sql(channel: &str) -> String {
     format!(
         "EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND classid = {MARK_CLASS} \
          AND objid = {} AND objsubid = 2 AND granted \
@@ -59,7 +59,7 @@ pub fn marked_sql(channel: &str) -> String {
 }
 
 /// A store's mark: the task that holds it while the store has subscribers.
-pub struct Marks {
+pub(super) struct Marks {
     wanted: Arc<Notify>,
     task: JoinHandle<()>,
 }
@@ -72,7 +72,7 @@ impl Drop for Marks {
 
 impl Marks {
     /// Starts the task (on the current runtime); it connects when first wanted.
-    pub fn start(
+    pub(super) fn start(
         connect: PgConnectOptions,
         channel: &str,
         out: broadcast::Sender<String>,
@@ -85,7 +85,7 @@ impl Marks {
     }
 
     /// Someone subscribed: take the mark now if it is not held.
-    pub fn want(&self) {
+    pub(super) fn want(&self) {
         self.wanted.notify_one();
     }
 }

@@ -6,7 +6,9 @@
 //! granted, and writes only in the one case it covers — exactly where the model
 //! ([`decide`]) writes the same row and event:
 //! - **acquire**: the lease is vacant (`holder IS NULL`), expired, not paused, and no handover
-//!   is pending: term + 1, a new tenure, an `acquired` event;
+//!   is pending: term = max(term + 1, the timeline's floor) — as the model mints it, with the
+//!   timeline of the WAL insert position read in the same statement — a new tenure, an
+//!   `acquired` event (the last term of a timeline is left to the model, which refuses);
 //! - **release**: `holder` and `term` match: `holder = NULL`, `expires_at = max(now,
 //!   acquired_at + at_least)`, the mark of an unadopted forced grant (`handover_to = holder`)
 //!   dropped, a `released` event with the release's reason as its detail.
@@ -24,10 +26,11 @@
 
 use super::marks;
 use super::PostgresBackend;
-use crate::backend::sql::{acquisition_prunes, is_retryable, lease_columns, Dialect};
+use crate::backend::sql::{acquisition_prunes, bigint, lease_columns, Dialect, EpochSql};
 use crate::backend::Applied;
+use crate::error::is_retryable;
 use crate::error::Result;
-use crate::model::{decide, DbTime, Effect, Lease, Op, Purpose};
+use crate::model::{decide, Clock, DbTime, Effect, Epoch, Lease, Op, Purpose, TIMELINE_BITS};
 use sqlx::Row;
 
 /// The two statements, with the table prefix filled in, each in its four [`variant`]s.
@@ -71,7 +74,7 @@ pub(super) async fn run(
             .query(&backend.engine.cycle.acquire[acquire_variant(*purpose)])
             .bind(name)
             .bind(candidate)
-            .bind(*ttl_ms as i64)
+            .bind(bigint("ttl", *ttl_ms)?)
             .bind(metadata)
             .bind(actor),
         Op::Release {
@@ -84,8 +87,8 @@ pub(super) async fn run(
             .query(&backend.engine.cycle.release[release_variant(*purpose, reason.as_deref())])
             .bind(name)
             .bind(candidate)
-            .bind(*term as i64)
-            .bind(*at_least_ms as i64)
+            .bind(bigint("term", *term)?)
+            .bind(bigint("at least", *at_least_ms)?)
             .bind(actor)
             .bind(reason.as_deref().unwrap_or_default()),
         _ => return Ok(None),
@@ -101,6 +104,8 @@ pub(super) async fn run(
     };
     let wrote: bool = row.try_get("wrote")?;
     let now = DbTime(row.try_get("now_us")?);
+    let tli: i64 = row.try_get("tli")?;
+    let epoch = Epoch::timeline(u32::try_from(tli).unwrap_or(u32::MAX));
     let lease = backend.lease_from(&row)?;
     if let Some(keep) = backend
         .retention_us
@@ -118,25 +123,32 @@ pub(super) async fn run(
             tracing::warn!(name, error = %e, "pruning old history failed; kept for now");
         }
     }
-    Ok(match outcome(op, wrote, now, lease, name) {
-        Outcome::Done(applied) => Some(applied),
-        Outcome::Fallback => None,
-    })
+    Ok(
+        match outcome(op, wrote, Clock { now, epoch }, lease, name) {
+            Outcome::Done(applied) => Some(applied),
+            Outcome::Fallback => None,
+        },
+    )
 }
 
 impl CycleStatements {
-    pub fn new(prefix: &str, d: &Dialect) -> CycleStatements {
+    pub(super) fn new(prefix: &str, d: &Dialect) -> CycleStatements {
         let lease = format!("{prefix}lease");
         let history = format!("{prefix}history");
         let a_cols = lease_columns(d, "a.");
         let t_cols = lease_columns(d, "t.");
         let now_of = |q: &str| (d.to_us)(&format!("{q}.now"));
         let ms = |p: &str| format!("{p}::BIGINT * INTERVAL '1 millisecond'");
-        // The row, locked, with the clock read after the lock was granted.
+        let EpochSql::Timeline(tli) = d.epoch else {
+            unreachable!("PostgreSQL's epoch is its timeline")
+        };
+        // The row, locked, with the clock (and the timeline) read after the lock was granted.
         let locked = format!(
-            "t AS (SELECT l.*, clock_timestamp() AS now \
+            "t AS (SELECT l.*, clock_timestamp() AS now, {tli} AS tli \
              FROM (SELECT * FROM {lease} WHERE name = $1 FOR UPDATE) l)"
         );
+        // `Epoch::timeline`: timeline t owns the terms (t - 1)·2⁴⁰ ..< t·2⁴⁰.
+        let next_term = format!("GREATEST(t.term + 1, (t.tli - 1) << {TIMELINE_BITS})");
         // The event and its NOTIFY (sent at commit), for the row `a` wrote, as the variant
         // asks; then the answer. A data-modifying `h` always runs; a plain `SELECT` runs only
         // where the answer reads it.
@@ -161,9 +173,9 @@ impl CycleStatements {
                 (false, false) => (String::new(), ""),
             };
             format!(
-                "{h} SELECT TRUE AS wrote, {a_cols}, {} AS now_us FROM a{reads_h} \
+                "{h} SELECT TRUE AS wrote, {a_cols}, {} AS now_us, a.tli AS tli FROM a{reads_h} \
                  UNION ALL \
-                 SELECT FALSE AS wrote, {t_cols}, {} AS now_us FROM t \
+                 SELECT FALSE AS wrote, {t_cols}, {} AS now_us, t.tli AS tli FROM t \
                  WHERE NOT EXISTS (SELECT 1 FROM a)",
                 now_of("a"),
                 now_of("t"),
@@ -172,14 +184,17 @@ impl CycleStatements {
         let acquire = |record, wake| {
             format!(
                 "WITH {locked}, \
-             a AS (UPDATE {lease} l SET holder = $2, term = t.term + 1, acquired_at = t.now, \
+             a AS (UPDATE {lease} l SET holder = $2, term = {next_term}, acquired_at = t.now, \
                renewed_at = t.now, expires_at = t.now + {ttl}, ttl_ms = $3, metadata = $4, \
                handover_to = NULL \
              FROM t WHERE l.name = t.name AND t.holder IS NULL AND t.handover_to IS NULL \
                AND NOT t.paused AND t.expires_at <= t.now \
-             RETURNING l.*, t.now)\
+               AND t.tli BETWEEN 1 AND {last_tli} \
+               AND {next_term} < (t.tli << {TIMELINE_BITS}) \
+             RETURNING l.*, t.now, t.tli)\
              {rest}",
                 ttl = ms("$3"),
+                last_tli = (1_u64 << (63 - TIMELINE_BITS)) - 1,
                 rest = event_and_answer("acquired", "''", record, wake),
             )
         };
@@ -190,7 +205,7 @@ impl CycleStatements {
                expires_at = GREATEST(t.now, t.acquired_at + {at_least}), \
                handover_to = CASE WHEN t.handover_to = t.holder THEN NULL ELSE t.handover_to END \
              FROM t WHERE l.name = t.name AND t.holder = $2 AND t.term = $3 \
-             RETURNING l.*, t.now)\
+             RETURNING l.*, t.now, t.tli)\
              {rest}",
                 at_least = ms("$4"),
                 rest = event_and_answer("released", "$6::TEXT", record, wake),
@@ -221,7 +236,8 @@ fn release_variant(purpose: Purpose, reason: Option<&str>) -> usize {
 }
 
 /// Turns the statement's answer into the operation's outcome.
-fn outcome(op: &Op, wrote: bool, now: DbTime, lease: Lease, name: &str) -> Outcome {
+fn outcome(op: &Op, wrote: bool, clock: Clock, lease: Lease, name: &str) -> Outcome {
+    let Clock { now, epoch } = clock;
     if wrote {
         let effect = match op {
             Op::Release { .. } => Effect::Released,
@@ -231,16 +247,19 @@ fn outcome(op: &Op, wrote: bool, now: DbTime, lease: Lease, name: &str) -> Outco
         };
         return Outcome::Done(Applied {
             now,
+            epoch,
             lease: Some(lease),
             effect,
         });
     }
-    let decision = decide(now, name, Some(&lease), op);
-    if decision.write || decision.event.is_some() {
+    let decision = decide(clock, name, Some(&lease), op);
+    // A refusal (the epoch's last term) is the transaction's to make, as an error.
+    if decision.write || decision.event.is_some() || decision.effect == Effect::TermsExhausted {
         return Outcome::Fallback;
     }
     Outcome::Done(Applied {
         now,
+        epoch,
         lease: decision.lease,
         effect: decision.effect,
     })

@@ -81,7 +81,7 @@ impl<E: Engine> SqlBackend<E> {
         let (pool, engine) = E::open(&stripped, &redacted, options, &fresh, pooled).await?;
         Ok(SqlBackend {
             pool,
-            stmts: Statements::new(&options.table_prefix, &E::dialect()),
+            stmts: Statements::new(&options.table_prefix, &E::dialect(), options.epochs),
             url: redacted,
             retention_us: options.retention_us(),
             pooled,
@@ -122,7 +122,7 @@ where
     /// Checks, inside the caller's transaction `tx`, that `candidate` still holds `term` of
     /// `name` and has not expired, and keeps a takeover waiting until `tx` ends, so that writes
     /// made in it can never land after another tenure began. The same statement as
-    /// [`LeaderGuard::fence`](crate::LeaderGuard::fence), for callers that know the tenure but
+    /// `Tenure::fence`, for callers that know the tenure but
     /// hold no guard. Keep such transactions short: the holder's own renewal waits for them.
     ///
     /// # Errors
@@ -219,6 +219,12 @@ pub trait Engine: Sized + Send + Sync + 'static {
     /// nothing (PostgreSQL's NOTIFY went with the transaction).
     fn applied(&self, _name: &str, _op: &Op, _applied: &Applied) {}
 
-    /// A Consul write committed (SQLite rings its doorbell for the blocking queries).
-    fn consul_committed(&self) {}
+    /// A transaction read the database's epoch (MySQL keeps its floor for the one-statement
+    /// cycle, which checks it against the server's own epoch row).
+    fn saw_epoch(&self, _epoch: crate::model::Epoch) {}
+
+    /// A transaction that may have written rows of a feature's own committed: an engine whose
+    /// database cannot push tells the other processes here (SQLite rings its doorbell for any
+    /// listener, `""`); the default does nothing.
+    fn committed(&self) {}
 }

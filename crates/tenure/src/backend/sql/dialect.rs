@@ -1,5 +1,18 @@
 //! How one engine spells the few things that differ between the three SQL dialects.
 
+/// Where an engine's epoch comes from (see `model::Epoch`), read with the clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EpochSql {
+    /// One history (SQLite; or a store with epochs switched off): epoch zero.
+    None,
+    /// PostgreSQL: an expression of the timeline of the WAL insert position (`tli`), read in
+    /// the same statement as the clock; it fails on a standby, which never leads.
+    Timeline(&'static str),
+    /// MySQL/MariaDB: `@@server_id` read with the clock, against the server that began the
+    /// current epoch in `<prefix>epoch`; a new server begins a new epoch.
+    ServerRow,
+}
+
 /// How one engine spells the few things that differ.
 #[derive(Clone, Copy)]
 pub struct Dialect {
@@ -19,6 +32,8 @@ pub struct Dialect {
     /// `@@global.read_only`, which users with `SUPER` or `READ ONLY ADMIN` may ignore).
     /// `None` where the server itself refuses (PostgreSQL's standby, a read-only SQLite file).
     pub read_only: Option<&'static str>,
+    /// Where the epoch comes from.
+    pub epoch: EpochSql,
     /// Whether the row lock and the clock can be read in one statement, with the clock read
     /// after the lock was granted.
     pub now_with_lock: bool,

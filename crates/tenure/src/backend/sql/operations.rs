@@ -4,13 +4,14 @@
 //! operations in one statement first.
 
 use super::backend::{Engine, SqlBackend};
-use super::classify::{is_duplicate_object, is_missing_table, is_retryable};
+use super::dialect::EpochSql;
 use super::retention::prunes_history;
-use super::rows::RawLease;
+use super::rows::{bigint, RawLease};
 use super::statements::{RENEW_CHUNK, SCHEMA_VERSION};
+use crate::backend::tx::{Body, Outcome, Tx};
 use crate::backend::{Applied, Backend, BackendKind, HistoryEntry, RedactedUrl, Renewed, Snapshot};
-use crate::error::{Error, Result};
-use crate::model::{decide, DbTime, Effect, Lease, Op};
+use crate::error::{is_duplicate_object, is_missing_table, is_retryable, Error, Result};
+use crate::model::{decide_among, Clock, DbTime, Effect, Epoch, Lease, Op, Standing};
 use sqlx::database::HasStatementCache;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Row, Type};
 use tokio::sync::broadcast;
@@ -81,11 +82,12 @@ where
     }
 
     /// The answer of an engine's one-statement lock operation that wrote (`Engine::
-    /// one_statement`): the lease row and the clock (`now_us`) it returned.
+    /// one_statement`): the lease row and the clock (`now_us`) it returned, in `epoch`.
     pub(in crate::backend) fn cycle_applied(
         &self,
         row: &<E::Database as Database>::Row,
         op: &Op,
+        epoch: Epoch,
     ) -> Result<Applied> {
         let effect = match op {
             Op::Release { .. } => Effect::Released,
@@ -95,6 +97,7 @@ where
         };
         Ok(Applied {
             now: DbTime(row.try_get("now_us")?),
+            epoch,
             lease: Some(self.lease_from(row)?),
             effect,
         })
@@ -103,7 +106,7 @@ where
     /// The database's clock from a row of the `now` statement, read inside a write
     /// transaction; [`Error::ReadOnly`] if the row says the server is read-only (where the
     /// dialect must check that itself: MySQL, whose privileged users could still write).
-    pub(in crate::backend) fn clock(&self, row: <E::Database as Database>::Row) -> Result<DbTime> {
+    pub(in crate::backend) fn clock(&self, row: &<E::Database as Database>::Row) -> Result<DbTime> {
         if self.stmts.checks_read_only && row.try_get::<i64, _>("read_only")? != 0 {
             return Err(Error::ReadOnly {
                 detail: "@@global.read_only is ON".to_string(),
@@ -112,8 +115,100 @@ where
         Ok(DbTime(row.try_get::<i64, _>("now_us")?))
     }
 
+    /// The clock and the epoch from a row of the `now` statement (or of PostgreSQL's locked
+    /// row, which reads both with the lock): the database's instant, checked for a read-only
+    /// server, and the epoch a new term is minted in. On MySQL/MariaDB a server that did not
+    /// begin the current epoch begins a new one here, in `tx`.
+    pub(in crate::backend) async fn clock_in(
+        &self,
+        tx: &mut <E::Database as Database>::Connection,
+        row: &<E::Database as Database>::Row,
+    ) -> Result<Clock> {
+        let now = self.clock(row)?;
+        let epoch = match self.stmts.epoch {
+            EpochSql::None => Epoch::ZERO,
+            EpochSql::Timeline(_) => {
+                let tli: i64 = row.try_get("tli")?;
+                Epoch::timeline(u32::try_from(tli).map_err(|_| Error::Corrupt {
+                    table: "pg_walfile_name".to_string(),
+                    reason: format!("timeline {tli}"),
+                })?)
+            }
+            EpochSql::ServerRow => {
+                let server: i64 = row.try_get("server_id")?;
+                let owner: Option<i64> = row.try_get("epoch_server")?;
+                let floor: Option<i64> = row.try_get("epoch_floor")?;
+                match (owner, floor) {
+                    (Some(owner), Some(floor)) if owner == server => {
+                        Epoch::from_floor(u64::try_from(floor).unwrap_or(0))
+                    }
+                    _ => self.begin_epoch(tx, server, now).await?,
+                }
+            }
+        };
+        self.engine.saw_epoch(epoch);
+        Ok(Clock { now, epoch })
+    }
+
+    /// MySQL/MariaDB: `server` writes terms, but another server began the current epoch (this
+    /// one was promoted), or none did yet. Begins a new epoch under the epoch row's lock: its
+    /// floor is the larger of the old floor + 1 and the database's `now` in microseconds, so
+    /// that its terms lie above every term the old primary issued, lost commits included (as
+    /// long as that primary issued fewer terms of a name than microseconds passed since its own
+    /// epoch began, and this server's clock is not behind its by more than that); the first
+    /// epoch ever has floor 0 (terms as they were).
+    async fn begin_epoch(
+        &self,
+        tx: &mut <E::Database as Database>::Connection,
+        server: i64,
+        now: DbTime,
+    ) -> Result<Epoch> {
+        let s = &self.stmts;
+        let locked = self.query(&s.epoch_lock).fetch_optional(&mut *tx).await?;
+        let previous = match &locked {
+            Some(row) => Some((
+                row.try_get::<i64, _>("server_id")?,
+                row.try_get::<i64, _>("epoch")?,
+            )),
+            None => None,
+        };
+        let floor = match previous {
+            // Another transaction on this server began it meanwhile.
+            Some((owner, floor)) if owner == server => {
+                return Ok(Epoch::from_floor(u64::try_from(floor).unwrap_or(0)));
+            }
+            Some((_, old)) => old.saturating_add(1).max(now.0),
+            None => 0,
+        };
+        let statement = match previous {
+            Some(_) => &s.epoch_update,
+            None => &s.epoch_insert,
+        };
+        self.query(statement)
+            .bind(server)
+            .bind(floor)
+            .bind(now.0)
+            .execute(&mut *tx)
+            .await?;
+        if let Some((owner, old)) = previous {
+            tracing::info!(
+                url = %self.url,
+                server,
+                previous_server = owner,
+                previous_floor = old,
+                floor,
+                "a new epoch of the database: this server had not written terms in the current \
+                 one (a promotion); every new term lies above the floor"
+            );
+        }
+        Ok(Epoch::from_floor(u64::try_from(floor).unwrap_or(0)))
+    }
+
     /// Rows of a `clock_join` query: the clock, and the lease if the join matched.
-    fn snapshot_from(&self, rows: &[<E::Database as Database>::Row]) -> Result<Snapshot> {
+    pub(in crate::backend) fn snapshot_from(
+        &self,
+        rows: &[<E::Database as Database>::Row],
+    ) -> Result<Snapshot> {
         let mut now = None;
         let mut leases = Vec::new();
         for row in rows {
@@ -146,53 +241,22 @@ where
         }
     }
 
-    /// [`Backend::apply`] before the engine hears of it: one statement where the engine has
-    /// one, else the model's transaction, again (up to 8 times) after a transient conflict.
-    async fn apply_retrying(&self, name: &str, op: &Op, actor: &str) -> Result<Applied> {
-        // One autocommitted statement is two round trips when unnamed: not behind a pooler.
-        if !self.pooled {
-            if let Some(applied) = E::one_statement(self, name, op, actor).await? {
-                return Ok(applied);
-            }
-        }
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            match self.apply_once(name, op, actor).await {
-                Err(Error::Database(e)) if attempt < 8 && is_retryable(&e) => {
-                    tracing::debug!(name, error = %e, "transient conflict; retrying");
-                    self.engine.conflict(name, &e);
-                    let pause = rand::random::<u64>() % (2 * attempt as u64 + 1);
-                    tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
-                }
-                other => return other,
-            }
-        }
-    }
-
-    /// One attempt at `op`: lock the row, read the clock after the lock was granted, let the
-    /// model decide, write the row and the event it returns, commit.
-    async fn apply_once(&self, name: &str, op: &Op, actor: &str) -> Result<Applied> {
-        let mut tx = self.pool.begin_with(self.engine.begin()).await?;
-        let applied = self.apply_in(&mut tx, name, op, actor, None).await?;
-        tx.commit().await?;
-        Ok(applied)
-    }
-
     /// `op` inside the caller's transaction `tx` (which commits): lock the row, read the
     /// clock after the lock was granted, let the model decide, write the row and the event.
     ///
-    /// `at`: decide at this earlier instant of the same transaction instead (the Consul layer,
-    /// whose leases must end at the same instant as their session). Deciding earlier than the
-    /// lock was granted only errs towards "still held": no acquisition of a lease that expired
-    /// in between, and a renewal that ends no later than one decided now.
+    /// `at`: decide at this earlier instant of the same transaction instead (a transaction
+    /// that read its clock before, see `Tx::lease`: what it decides must hold at that one
+    /// instant). Deciding earlier than the lock was granted only errs towards "still held": no
+    /// acquisition of a lease that expired in between, and a renewal that ends no later than
+    /// one decided now.
     pub(in crate::backend) async fn apply_in(
         &self,
         tx: &mut <E::Database as Database>::Connection,
         name: &str,
         op: &Op,
         actor: &str,
-        at: Option<DbTime>,
+        at: Option<Clock>,
+        standing: Option<&Standing<'_>>,
     ) -> Result<Applied> {
         let s = &self.stmts;
         let row = self
@@ -200,22 +264,28 @@ where
             .bind(name)
             .fetch_optional(&mut *tx)
             .await?;
-        let mut now = None;
-        let current = match &row {
-            Some(row) => {
-                if let Ok(Some(us)) = row.try_get::<Option<i64>, _>("now_us") {
-                    now = Some(DbTime(us));
-                }
-                Some(self.lease_from(row)?)
-            }
-            None => None,
-        };
-        let now = match (at, now) {
+        let current = row.as_ref().map(|row| self.lease_from(row)).transpose()?;
+        let clock = match (at, &row) {
             (Some(at), _) => at,
-            (None, Some(now)) => now,
-            (None, None) => self.clock(self.query(&s.now).fetch_one(&mut *tx).await?)?,
+            // PostgreSQL read the clock (and the timeline) with the lock.
+            (None, Some(row)) if self.stmts.dialect().now_with_lock => {
+                self.clock_in(tx, row).await?
+            }
+            (None, _) => {
+                let clock_row = self.query(&s.now).fetch_one(&mut *tx).await?;
+                self.clock_in(tx, &clock_row).await?
+            }
         };
-        let decision = decide(now, name, current.as_ref(), op);
+        let Clock { now, epoch } = clock;
+        let decision = decide_among(clock, name, current.as_ref(), op, standing);
+        if decision.effect == Effect::TermsExhausted {
+            let term = current.as_ref().map_or(0, |lease| lease.term);
+            return Err(Error::TermsExhausted {
+                name: name.to_string(),
+                term,
+                epoch_floor: epoch.floor(),
+            });
+        }
         if let (true, Some(lease)) = (decision.write, &decision.lease) {
             let query = if current.is_some() {
                 self.query(&s.update_row)
@@ -224,11 +294,11 @@ where
             };
             let query = query
                 .bind(&lease.holder)
-                .bind(lease.term as i64)
+                .bind(bigint("term", lease.term)?)
                 .bind(lease.acquired_at.0)
                 .bind(lease.renewed_at.0)
                 .bind(lease.expires_at.0)
-                .bind(lease.ttl_ms as i64)
+                .bind(bigint("ttl", lease.ttl_ms)?)
                 .bind(&lease.metadata)
                 .bind(&lease.handover_to)
                 .bind(lease.paused);
@@ -257,7 +327,7 @@ where
             };
             self.query(insert)
                 .bind(name)
-                .bind(event.term as i64)
+                .bind(bigint("term", event.term)?)
                 .bind(&event.holder)
                 .bind(event.kind.as_str())
                 .bind(now.0)
@@ -268,6 +338,7 @@ where
         }
         Ok(Applied {
             now,
+            epoch,
             lease: decision.lease,
             effect: decision.effect,
         })
@@ -288,8 +359,11 @@ where
     for<'a> Option<String>: Encode<'a, E::Database>,
     for<'a> i64: Encode<'a, E::Database> + Decode<'a, E::Database> + Type<E::Database>,
     for<'a> bool: Encode<'a, E::Database> + Decode<'a, E::Database> + Type<E::Database>,
+    <E::Database as Database>::Row: Send + Sync,
+    for<'a> &'a [u8]: Encode<'a, E::Database> + Type<E::Database>,
+    for<'a> Option<&'a str>: Encode<'a, E::Database>,
     for<'a> Option<i64>: Encode<'a, E::Database>,
-    for<'a> Vec<u8>: Encode<'a, E::Database> + Decode<'a, E::Database> + Type<E::Database>,
+    for<'a> Vec<u8>: Decode<'a, E::Database> + Type<E::Database>,
 {
     fn kind(&self) -> BackendKind {
         E::KIND
@@ -300,16 +374,51 @@ where
     }
 
     async fn apply(&self, name: &str, op: &Op, actor: &str) -> Result<Applied> {
-        let applied = self.apply_retrying(name, op, actor).await?;
+        // One autocommitted statement is two round trips when unnamed: not behind a pooler. And
+        // only with the engine's own epochs: the statements mint terms in them.
+        let fast = match self.pooled || self.stmts.epoch != E::dialect().epoch {
+            true => None,
+            false => E::one_statement(self, name, op, actor).await?,
+        };
+        let applied = match fast {
+            Some(applied) => applied,
+            None => {
+                let mut body = LeaseOp {
+                    name,
+                    op,
+                    actor,
+                    applied: None,
+                };
+                // The one operation it decided is `body.applied`, heard of below.
+                self.run_body(&mut body).await?;
+                body.applied.ok_or_else(|| Error::Corrupt {
+                    table: self.stmts.lease_table.clone(),
+                    reason: format!("the transaction on {name:?} decided nothing"),
+                })?
+            }
+        };
         // Committed: the engine may tell other processes (SQLite's and MySQL's doorbells).
         self.engine.applied(name, op, &applied);
         Ok(applied)
     }
 
+    async fn transaction(&self, body: &mut dyn Body) -> Result<()> {
+        let decided = self.run_body(body).await?;
+        // Committed: the engine may tell other processes (SQLite's and MySQL's doorbells) of
+        // the lease operations it decided and of any feature rows it wrote.
+        for (name, op, applied) in &decided {
+            self.engine.applied(name, op, applied);
+        }
+        if body.writes() {
+            self.engine.committed();
+        }
+        Ok(())
+    }
+
     async fn renew_many(&self, holder: &str, leases: &[(String, u64)]) -> Result<Renewed> {
         let s = &self.stmts;
         let mut tx = self.pool.begin_with(self.engine.begin()).await?;
-        let now = self.clock(self.query(&s.now).fetch_one(&mut *tx).await?)?;
+        let now = self.clock(&self.query(&s.now).fetch_one(&mut *tx).await?)?;
         let mut renewed = Vec::with_capacity(leases.len());
         for chunk in leases.chunks(RENEW_CHUNK) {
             let (update, read_back) = s.renew(chunk.len());
@@ -321,7 +430,7 @@ where
                 .bind(now.0)
                 .bind(holder);
             for (name, term) in chunk {
-                query = query.bind(name).bind(*term as i64);
+                query = query.bind(name).bind(bigint("term", *term)?);
             }
             let rows = match read_back {
                 None => query.fetch_all(&mut *tx).await?,
@@ -329,7 +438,7 @@ where
                     query.execute(&mut *tx).await?;
                     let mut query = self.query(&select).bind(holder).bind(now.0);
                     for (name, term) in chunk {
-                        query = query.bind(name).bind(*term as i64);
+                        query = query.bind(name).bind(bigint("term", *term)?);
                     }
                     query.fetch_all(&mut *tx).await?
                 }
@@ -367,7 +476,7 @@ where
             .query(&s.fence)
             .bind(name)
             .bind(holder)
-            .bind(term as i64)
+            .bind(bigint("term", term)?)
             .fetch_optional(&mut *tx)
             .await?
             .is_some();
@@ -378,7 +487,9 @@ where
                 term,
             });
         }
-        let now = self.clock(self.query(&s.now).fetch_one(&mut *tx).await?)?.0;
+        let now = self
+            .clock(&self.query(&s.now).fetch_one(&mut *tx).await?)?
+            .0;
         let last: Option<i64> = self
             .query(&s.lock_tick)
             .bind(name)
@@ -393,7 +504,7 @@ where
         };
         self.query(statement)
             .bind(tick_ms)
-            .bind(term as i64)
+            .bind(bigint("term", term)?)
             .bind(holder)
             .bind(now)
             .bind(name)
@@ -479,12 +590,20 @@ where
             }
             Err(e) => return Err(e.into()),
         };
-        if let Err(e) = self.read(self.query(&self.stmts.probe_lease)).await {
-            return Err(if is_missing_table(&e) {
-                missing(&self.stmts.lease_table)
-            } else {
-                e.into()
-            });
+        let lease_probe = (&self.stmts.lease_table, &self.stmts.probe_lease);
+        let probes = self
+            .stmts
+            .probes
+            .iter()
+            .map(|(table, probe)| (table, probe));
+        for (table, probe) in std::iter::once(lease_probe).chain(probes) {
+            if let Err(e) = self.read(self.query(probe)).await {
+                return Err(if is_missing_table(&e) {
+                    missing(table)
+                } else {
+                    e.into()
+                });
+            }
         }
         match version {
             None => Err(missing(&self.stmts.schema_table)),
@@ -516,12 +635,25 @@ where
     fn discard_connections(&self) {
         self.fresh.discard_open_connections();
     }
+}
 
-    async fn consul(
-        &self,
-        request: &crate::consul::Request,
-        actor: &str,
-    ) -> Result<crate::consul::Answer> {
-        self.consul_request(request, actor).await
+/// A lease operation as a transaction's body: the row locked, the clock read after the lock,
+/// the model's decision written with its event (`Tx::lease`).
+struct LeaseOp<'a> {
+    name: &'a str,
+    op: &'a Op,
+    actor: &'a str,
+    applied: Option<Applied>,
+}
+
+#[async_trait::async_trait]
+impl Body for LeaseOp<'_> {
+    fn writes(&self) -> bool {
+        true
+    }
+
+    async fn run(&mut self, tx: &mut dyn Tx) -> Result<Outcome> {
+        self.applied = Some(tx.lease(self.name, self.op, self.actor, None).await?);
+        Ok(Outcome::Commit)
     }
 }

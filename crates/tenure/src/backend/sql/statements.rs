@@ -1,7 +1,7 @@
 //! Every statement a backend runs, built once per store from the table prefix and the engine's
 //! [`Dialect`]: one small function per statement, each saying its parameters in order.
 
-use super::dialect::Dialect;
+use super::dialect::{Dialect, EpochSql};
 
 /// The schema version this build writes and understands.
 pub(crate) const SCHEMA_VERSION: i64 = 1;
@@ -12,9 +12,22 @@ pub(crate) const RENEW_CHUNK: usize = 5000;
 
 /// Every statement a backend runs, with the table prefix filled in.
 pub(crate) struct Statements {
+    /// The table prefix they were built with.
+    pub prefix: String,
     pub lock_row: String,
-    /// The clock, and (where the dialect must check it) whether the server is read-only.
+    /// The clock, and (where the dialect must check it) whether the server is read-only, and
+    /// the epoch's columns (`epoch`).
     pub now: String,
+    /// Where the epoch comes from (`EpochSql::None` where epochs are switched off).
+    pub epoch: EpochSql,
+    /// MySQL/MariaDB: the epoch row, locked (columns `server_id`, `epoch`).
+    pub epoch_lock: String,
+    /// MySQL/MariaDB: a new epoch row. Parameters: server id, floor, started (microseconds).
+    pub epoch_insert: String,
+    /// MySQL/MariaDB: the epoch row, replaced. Parameters as for `epoch_insert`.
+    pub epoch_update: String,
+    /// The clock alone, for a transaction that does not write.
+    pub clock: String,
     /// Whether `now` has a `read_only` column to check before writing.
     pub checks_read_only: bool,
     pub get_row: String,
@@ -45,8 +58,9 @@ pub(crate) struct Statements {
     pub update_tick: String,
     pub lease_table: String,
     pub schema_table: String,
-    /// The Consul layer's statements (`consul.rs`).
-    pub consul: super::consul::ConsulStatements,
+    /// Tables beside the lease's that must exist (MySQL/MariaDB: the epoch row's), each with
+    /// the statement that probes it.
+    pub probes: Vec<(String, String)>,
     /// Whether `UPDATE … RETURNING` exists (PostgreSQL, SQLite); else the rows are read back.
     returning: bool,
     dialect: Dialect,
@@ -61,24 +75,51 @@ struct Tables {
 }
 
 impl Statements {
-    pub fn new(prefix: &str, d: &Dialect) -> Statements {
+    /// The statements of `prefix` in dialect `d`; `epochs: false` mints every term in epoch
+    /// zero (a test's setting: how tenure behaved before epochs).
+    pub(crate) fn new(prefix: &str, d: &Dialect, epochs: bool) -> Statements {
         let t = Tables {
             lease: format!("{prefix}lease"),
             history: format!("{prefix}history"),
             tick: format!("{prefix}tick"),
             schema: format!("{prefix}schema"),
         };
+        let epoch = if epochs { d.epoch } else { EpochSql::None };
+        let epoch_table = format!("{prefix}epoch");
+        let p = d.param;
         // The read-only check rides on the `now` statement, which the model's transaction
         // skips where the row lock already read the clock.
         debug_assert!(!(d.now_with_lock && d.read_only.is_some()));
         Statements {
-            lock_row: lock_row(&t, d),
-            now: match d.read_only {
-                Some(read_only) => {
-                    format!("SELECT {} AS now_us, {read_only} AS read_only", d.now_us)
-                }
-                None => format!("SELECT {} AS now_us", d.now_us),
+            prefix: prefix.to_string(),
+            lock_row: lock_row(&t, d, epoch),
+            now: now(d, epoch, &epoch_table),
+            epoch,
+            epoch_lock: format!(
+                "SELECT server_id, epoch FROM {epoch_table} WHERE id = 1 {}",
+                d.for_update
+            ),
+            epoch_insert: format!(
+                "INSERT INTO {epoch_table} (id, server_id, epoch, started_at) \
+                 VALUES (1, {}, {}, {})",
+                p(1),
+                p(2),
+                (d.from_us)(&p(3))
+            ),
+            epoch_update: format!(
+                "UPDATE {epoch_table} SET server_id = {}, epoch = {}, started_at = {} WHERE id = 1",
+                p(1),
+                p(2),
+                (d.from_us)(&p(3))
+            ),
+            probes: match epoch {
+                EpochSql::ServerRow => vec![(
+                    epoch_table.clone(),
+                    format!("SELECT id FROM {epoch_table} WHERE 1 = 0"),
+                )],
+                _ => Vec::new(),
             },
+            clock: format!("SELECT {} AS now_us", d.now_us),
             checks_read_only: d.read_only.is_some(),
             get_row: format!(
                 "{} LEFT JOIN {} l ON l.name = {}",
@@ -118,7 +159,6 @@ impl Statements {
             lock_tick: lock_tick(&t, d),
             insert_tick: insert_tick(&t, d),
             update_tick: update_tick(&t, d),
-            consul: super::consul::ConsulStatements::new(prefix, d),
             lease_table: t.lease,
             schema_table: t.schema,
             returning: d.update_returning,
@@ -126,11 +166,16 @@ impl Statements {
         }
     }
 
+    /// How the engine spells its SQL.
+    pub(crate) fn dialect(&self) -> &Dialect {
+        &self.dialect
+    }
+
     /// The keep-alive of `n` held leases ([`Op::Renew`](crate::model::Op::Renew) for each): an
     /// `UPDATE` whose parameters are, in order, now, now, holder, now, holder, then `n` (name,
     /// term) pairs; and, where the engine has no `UPDATE … RETURNING`, a `SELECT` of the renewed
     /// rows whose parameters are holder, now, then the pairs.
-    pub fn renew(&self, n: usize) -> (String, Option<String>) {
+    pub(crate) fn renew(&self, n: usize) -> (String, Option<String>) {
         let d = &self.dialect;
         let p = d.param;
         let pairs = |first: usize| {
@@ -172,7 +217,7 @@ impl Statements {
     }
 
     /// The DDL as one script.
-    pub fn script(&self) -> String {
+    pub(crate) fn script(&self) -> String {
         let mut out = String::new();
         for s in &self.schema {
             out.push_str(s.trim());
@@ -206,9 +251,10 @@ pub(crate) fn lease_columns(d: &Dialect, q: &str) -> String {
     )
 }
 
-/// The row, locked for the model's transaction, with the clock read after the lock was granted
-/// where the engine can do both in one statement (`now_us`). Parameter: name.
-fn lock_row(t: &Tables, d: &Dialect) -> String {
+/// The row, locked for the model's transaction, with the clock (and the timeline) read after
+/// the lock was granted where the engine can do both in one statement (`now_us`, `tli`).
+/// Parameter: name.
+fn lock_row(t: &Tables, d: &Dialect, epoch: EpochSql) -> String {
     let select_row = format!(
         "SELECT {} FROM {} WHERE name = {}",
         lease_columns(d, ""),
@@ -217,11 +263,45 @@ fn lock_row(t: &Tables, d: &Dialect) -> String {
     );
     if d.now_with_lock {
         format!(
-            "SELECT l.*, {} AS now_us FROM ({select_row} {}) l",
-            d.now_us, d.for_update
+            "SELECT l.*, {} AS now_us{} FROM ({select_row} {}) l",
+            d.now_us,
+            timeline_column(epoch),
+            d.for_update
         )
     } else {
         format!("{select_row} {}", d.for_update)
+    }
+}
+
+/// `, <timeline> AS tli` where the epoch is PostgreSQL's timeline, else nothing.
+pub(crate) fn timeline_column(epoch: EpochSql) -> String {
+    match epoch {
+        EpochSql::Timeline(tli) => format!(", {tli} AS tli"),
+        _ => String::new(),
+    }
+}
+
+/// The clock (`now_us`), whether the server is read-only where the dialect must check it
+/// (`read_only`), and the epoch's columns: PostgreSQL's timeline (`tli`); on MySQL/MariaDB
+/// the server (`server_id`) and the epoch row's (`epoch_server`, `epoch_floor`, both NULL
+/// before the first epoch).
+fn now(d: &Dialect, epoch: EpochSql, epoch_table: &str) -> String {
+    let read_only = d
+        .read_only
+        .map(|expr| format!(", {expr} AS read_only"))
+        .unwrap_or_default();
+    match epoch {
+        EpochSql::ServerRow => format!(
+            "SELECT {} AS now_us{read_only}, CAST(@@server_id AS SIGNED) AS server_id, \
+             e.server_id AS epoch_server, e.epoch AS epoch_floor \
+             FROM (SELECT 1 AS one) d LEFT JOIN {epoch_table} e ON e.id = 1",
+            d.now_us
+        ),
+        _ => format!(
+            "SELECT {} AS now_us{read_only}{}",
+            d.now_us,
+            timeline_column(epoch)
+        ),
     }
 }
 

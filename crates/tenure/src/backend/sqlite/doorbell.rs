@@ -3,11 +3,11 @@
 //! SQLite cannot push a change to another connection, but every process of one SQLite
 //! database runs on one host. So next to the database file lies `<file>-tenure-bell`: after a
 //! commit someone could be waiting for (a release, a demote, a handover, a pause or resume, a
-//! Consul write), the writer rings it — it appends the lease's name and a newline — and every
+//! write to rows of a feature's own), the writer rings it — it appends the lease's name and a newline — and every
 //! store open on that database watches it (inotify, through the `notify` crate), reads the
 //! names appended since it last looked and wakes the followers of those names. Past 64 KiB
 //! the ringer empties the file; a watcher that finds it shorter than it was wakes everyone
-//! ([`ANY`](crate::store::ANY)), since it may have missed a name.
+//! ([`ANY`](crate::changes::ANY)), since it may have missed a name.
 //!
 //! The bell only wakes; the database decides. A ring that is lost (the file removed, the watch
 //! limit reached, a file system without inotify, two rings racing a truncation) costs a
@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, Weak};
 use tokio::sync::broadcast;
 
 /// One process's watch on one database's bell, shared by every store open on that file.
-pub struct Doorbell {
+pub(super) struct Doorbell {
     path: PathBuf,
     wake: broadcast::Sender<String>,
     _watcher: notify::RecommendedWatcher,
@@ -33,20 +33,20 @@ const MAX_BELL_BYTES: u64 = 64 * 1024;
 /// the file was emptied since (a name may have been missed). Leaves a line still being
 /// written for the next event.
 ///
-/// [`ANY`]: crate::store::ANY
+/// [`ANY`]: crate::changes::ANY
 fn rung_since(path: &Path, read: &mut u64) -> Vec<String> {
     use std::io::{Read, Seek, SeekFrom};
     let Ok(mut file) = std::fs::File::open(path) else {
-        return vec![crate::store::ANY.to_string()];
+        return vec![crate::changes::ANY.to_string()];
     };
     let len = file.metadata().map_or(0, |m| m.len());
     if len < *read {
         *read = len;
-        return vec![crate::store::ANY.to_string()];
+        return vec![crate::changes::ANY.to_string()];
     }
     let mut new = Vec::new();
     if file.seek(SeekFrom::Start(*read)).is_err() || file.read_to_end(&mut new).is_err() {
-        return vec![crate::store::ANY.to_string()];
+        return vec![crate::changes::ANY.to_string()];
     }
     let complete = new.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     *read += complete as u64;
@@ -66,7 +66,7 @@ static OPEN: Mutex<Option<HashMap<PathBuf, Weak<Doorbell>>>> = Mutex::new(None);
 impl Doorbell {
     /// The bell of the database file `database`, created if missing; `None` (logged) if it
     /// cannot be created or watched.
-    pub fn of(database: &Path) -> Option<Arc<Doorbell>> {
+    pub(super) fn of(database: &Path) -> Option<Arc<Doorbell>> {
         let mut name = database.as_os_str().to_owned();
         name.push("-tenure-bell");
         let path = PathBuf::from(name);
@@ -119,9 +119,9 @@ impl Doorbell {
         })
     }
 
-    /// Rings for `name` (empty: a Consul write): every store watching this database wakes the
+    /// Rings for `name` (empty: a write that names no lease): every store watching this database wakes the
     /// followers of `name`. Best effort: one small append (atomic with `O_APPEND`).
-    pub fn ring(&self, name: &str) {
+    pub(super) fn ring(&self, name: &str) {
         use std::io::Write;
         let rung = std::fs::OpenOptions::new()
             .append(true)
@@ -139,7 +139,7 @@ impl Doorbell {
     }
 
     /// The wake-ups from now on.
-    pub fn subscribe(&self) -> broadcast::Receiver<String> {
+    pub(super) fn subscribe(&self) -> broadcast::Receiver<String> {
         self.wake.subscribe()
     }
 }
@@ -147,7 +147,7 @@ impl Doorbell {
 #[cfg(test)]
 mod tests {
     use super::{rung_since, Doorbell};
-    use crate::store::ANY;
+    use crate::changes::ANY;
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -167,7 +167,7 @@ mod tests {
         bell.ring("billing/leader");
         assert_eq!(next(&mut woken).await, "billing/leader");
         bell.ring("");
-        assert_eq!(next(&mut woken).await, "", "a Consul write");
+        assert_eq!(next(&mut woken).await, "", "a write that names no lease");
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert!(
             elsewhere.try_recv().is_err(),

@@ -3,7 +3,7 @@
 use super::doorbell::Doorbell;
 use super::one_statement::{self, CycleStatements};
 use crate::backend::fresh::Freshness;
-use crate::backend::sql::{Dialect, Engine, SqlBackend};
+use crate::backend::sql::{Dialect, Engine, EpochSql, SqlBackend};
 use crate::backend::{BackendKind, RedactedUrl, StoreOptions};
 use crate::error::{Error, Result};
 use crate::model::{Effect, Op};
@@ -45,29 +45,6 @@ const SCHEMA: &[&str] = &[
     holder TEXT NOT NULL,
     completed_at TEXT NOT NULL
 )",
-    "CREATE TABLE IF NOT EXISTS {p}consul_session (
-    id TEXT NOT NULL PRIMARY KEY,
-    name TEXT NOT NULL,
-    node TEXT NOT NULL,
-    ttl_ms INTEGER,
-    lease_ms INTEGER NOT NULL,
-    lock_delay_ms INTEGER NOT NULL,
-    behavior TEXT NOT NULL,
-    create_index INTEGER NOT NULL,
-    modify_index INTEGER NOT NULL,
-    expires_at TEXT NOT NULL
-)",
-    "CREATE TABLE IF NOT EXISTS {p}consul_kv (
-    kv_key TEXT NOT NULL PRIMARY KEY,
-    value BLOB NOT NULL,
-    flags INTEGER NOT NULL,
-    session TEXT,
-    lock_index INTEGER NOT NULL,
-    create_index INTEGER NOT NULL,
-    modify_index INTEGER NOT NULL
-)",
-    "CREATE INDEX IF NOT EXISTS {p}consul_kv_session ON {p}consul_kv (session)",
-    "CREATE TABLE IF NOT EXISTS {p}consul_index (id INTEGER NOT NULL PRIMARY KEY, idx INTEGER NOT NULL)",
     "CREATE TABLE IF NOT EXISTS {p}schema (version BIGINT NOT NULL)",
 ];
 
@@ -105,6 +82,7 @@ impl Engine for Sqlite {
             now_us: "(CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) * 1000)",
             // BEGIN IMMEDIATE already holds the write lock when the row and clock are read.
             read_only: None,
+            epoch: EpochSql::None,
             now_with_lock: false,
             for_update: "",
             share_lock: "",
@@ -196,7 +174,7 @@ impl Engine for Sqlite {
         }
     }
 
-    fn consul_committed(&self) {
+    fn committed(&self) {
         if let Some(bell) = &self.bell {
             bell.ring("");
         }

@@ -7,7 +7,8 @@
 //! Each statement writes only in the one case it covers, exactly where the model ([`decide`])
 //! writes the same row and records no event:
 //! - **acquire** (a lock or permit that does not record every cycle): the lease is vacant
-//!   (`holder IS NULL`), expired, not paused, no handover is pending: term + 1, a new tenure;
+//!   (`holder IS NULL`), expired, not paused, no handover is pending, and the term is not the
+//!   last (SQLite has one history, epoch zero): term + 1, a new tenure;
 //! - **release** (one the model does not record: no reason, not recording every cycle):
 //!   `holder` and `term` match: `holder = NULL`, `expires_at = max(now, acquired_at +
 //!   at_least)`, the mark of an unadopted forced grant (`handover_to = holder`) dropped.
@@ -20,10 +21,11 @@
 //! SQLite's doorbell rings after either path commits (`Engine::applied`).
 
 use super::Sqlite;
-use crate::backend::sql::{is_retryable, lease_columns, Dialect, Engine, SqlBackend};
+use crate::backend::sql::{bigint, lease_columns, Dialect, Engine, SqlBackend};
 use crate::backend::Applied;
+use crate::error::is_retryable;
 use crate::error::Result;
-use crate::model::Op;
+use crate::model::{Epoch, Op};
 
 /// The two statements, with the table prefix filled in.
 pub(super) struct CycleStatements {
@@ -34,7 +36,7 @@ pub(super) struct CycleStatements {
 }
 
 impl CycleStatements {
-    pub fn new(prefix: &str) -> CycleStatements {
+    pub(super) fn new(prefix: &str) -> CycleStatements {
         let d: Dialect = Sqlite::dialect();
         let lease = format!("{prefix}lease");
         let now = d.now_us;
@@ -45,7 +47,7 @@ impl CycleStatements {
              renewed_at = {now_at}, expires_at = {expires}, ttl_ms = ?3, metadata = ?4, \
              handover_to = NULL \
              WHERE name = ?1 AND holder IS NULL AND handover_to IS NULL AND paused = 0 \
-             AND {expires_us} <= {now} {returning}",
+             AND term < 9223372036854775807 AND {expires_us} <= {now} {returning}",
             now_at = at(now),
             expires = at(&format!("({now} + ?3 * 1000)")),
             expires_us = (d.to_us)("expires_at"),
@@ -83,7 +85,7 @@ pub(super) async fn run(
             .query(&cycle.acquire)
             .bind(name)
             .bind(candidate)
-            .bind(*ttl_ms as i64)
+            .bind(bigint("ttl", *ttl_ms)?)
             .bind(metadata),
         Op::Release {
             candidate,
@@ -95,8 +97,8 @@ pub(super) async fn run(
             .query(&cycle.release)
             .bind(name)
             .bind(candidate)
-            .bind(*term as i64)
-            .bind(*at_least_ms as i64),
+            .bind(bigint("term", *term)?)
+            .bind(bigint("at least", *at_least_ms)?),
         _ => return Ok(None),
     };
     // Stepped to its end, which commits the autocommitted statement: an answer is believed
@@ -112,5 +114,5 @@ pub(super) async fn run(
         Err(e) if is_retryable(&e) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    backend.cycle_applied(&row, op).map(Some)
+    backend.cycle_applied(&row, op, Epoch::ZERO).map(Some)
 }

@@ -1,0 +1,285 @@
+//! The scenarios of the `ha` profile: the fault each injects into the database, the cluster
+//! it builds, and how its outcome is judged (the negative control must be caught; every
+//! other scenario must hold every invariant).
+
+use super::{galera, patroni};
+use crate::checker::{Expect, Verdict};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What the nemesis does to the database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DbFault {
+    /// SIGKILL the primary member whole (Patroni, PostgreSQL and its children) while a tenure
+    /// leader renews: Patroni fails over after its ttl.
+    KillPrimary,
+    /// A switchover by Patroni (`POST /switchover`) to a replica (in synchronous mode, the
+    /// synchronous standby).
+    Switchover,
+    /// A partition of the primary (clients, WAL stream and etcd; not its REST API) while a
+    /// tenure leader renews: Patroni demotes it and promotes a replica; the partition heals
+    /// after tenure has a new leader.
+    Partition,
+    /// The lossy failover: the primary's WAL stream is cut, the tenure leader is killed so that
+    /// a new tenure begins on the primary alone, then the primary is killed and Patroni
+    /// promotes a replica. With `synchronous_mode: false` the new tenure's commit is lost and
+    /// its term is handed out again (the negative control); with `true` it never commits.
+    LossyFailover,
+    /// The nodes point straight at a replica (not HAProxy): they must not lead, and say
+    /// "read-only"; a switchover promotes it and they lead; a second switchover demotes it
+    /// under its leader, which steps down by its deadline.
+    Standby,
+    /// The nodes point at one MariaDB after `SET GLOBAL read_only = 1`: the same three steps,
+    /// with `read_only = 0` and `1` again.
+    ReadOnly,
+    /// Galera with each tenure node on its own member (the lock workload): writes spread
+    /// across nodes, which tenure must warn about (`spread.rs`). The checker is not asserted:
+    /// the premise, one writer node, is broken on purpose.
+    Spread,
+}
+
+/// The database cluster a scenario builds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClusterKind {
+    /// Patroni with `synchronous_mode: true`.
+    PatroniSync,
+    /// Patroni with `synchronous_mode: false` (the negative control).
+    PatroniAsync,
+    /// MariaDB Galera, HAProxy sending everything to the first available node.
+    Galera,
+    /// One MariaDB server (a one-node Galera, built the same way).
+    MariaDb,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct HaScenario {
+    pub name: &'static str,
+    pub fault: DbFault,
+    pub cluster: ClusterKind,
+    /// The checker must find a violation (the premise "the database keeps its commits" is
+    /// broken on purpose).
+    pub negative_control: bool,
+}
+
+/// Every scenario of the profile, in order.
+pub const ALL: &[HaScenario] = &[
+    HaScenario {
+        name: "kill-primary",
+        fault: DbFault::KillPrimary,
+        cluster: ClusterKind::PatroniSync,
+        negative_control: false,
+    },
+    HaScenario {
+        name: "switchover",
+        fault: DbFault::Switchover,
+        cluster: ClusterKind::PatroniSync,
+        negative_control: false,
+    },
+    HaScenario {
+        name: "partition",
+        fault: DbFault::Partition,
+        cluster: ClusterKind::PatroniSync,
+        negative_control: false,
+    },
+    HaScenario {
+        name: "lossy-failover",
+        fault: DbFault::LossyFailover,
+        cluster: ClusterKind::PatroniSync,
+        negative_control: false,
+    },
+    HaScenario {
+        name: "lossy-failover",
+        fault: DbFault::LossyFailover,
+        cluster: ClusterKind::PatroniAsync,
+        negative_control: true,
+    },
+    HaScenario {
+        name: "kill-primary",
+        fault: DbFault::KillPrimary,
+        cluster: ClusterKind::Galera,
+        negative_control: false,
+    },
+    HaScenario {
+        name: "switchover",
+        fault: DbFault::Switchover,
+        cluster: ClusterKind::Galera,
+        negative_control: false,
+    },
+    HaScenario {
+        name: "partition",
+        fault: DbFault::Partition,
+        cluster: ClusterKind::Galera,
+        negative_control: false,
+    },
+    HaScenario {
+        name: "standby",
+        fault: DbFault::Standby,
+        cluster: ClusterKind::PatroniSync,
+        negative_control: false,
+    },
+    HaScenario {
+        name: "read-only",
+        fault: DbFault::ReadOnly,
+        cluster: ClusterKind::MariaDb,
+        negative_control: false,
+    },
+    HaScenario {
+        name: "spread",
+        fault: DbFault::Spread,
+        cluster: ClusterKind::Galera,
+        negative_control: false,
+    },
+];
+
+impl HaScenario {
+    pub fn cluster_name(&self) -> &'static str {
+        match self.cluster {
+            ClusterKind::PatroniSync => "patroni sync",
+            ClusterKind::PatroniAsync => "patroni async",
+            ClusterKind::Galera => "galera",
+            ClusterKind::MariaDb => "mariadb",
+        }
+    }
+
+    /// The scenario's name with its cluster, as `--only` takes it: `kill-primary`,
+    /// `lossy-failover-async`, `galera-kill-primary`, `read-only` (one MariaDB).
+    pub fn id(&self) -> String {
+        match self.cluster {
+            ClusterKind::PatroniSync | ClusterKind::MariaDb => self.name.to_string(),
+            ClusterKind::PatroniAsync => format!("{}-async", self.name),
+            ClusterKind::Galera => format!("galera-{}", self.name),
+        }
+    }
+
+    /// No pause and a healthy clock: one believer at a time is asserted (I2); no failover
+    /// bound, since the database's own failover comes first.
+    pub(super) fn expect(&self) -> Expect {
+        Expect {
+            exclusive: true,
+            control_must_fail: false,
+            failover_bound: None,
+        }
+    }
+}
+
+/// The result of one scenario.
+#[derive(Debug)]
+pub struct HaOutcome {
+    pub scenario: HaScenario,
+    pub seed: u64,
+    pub verdict: Verdict,
+    pub issued: usize,
+    /// Fault start → the first write through HAProxy that committed on another member.
+    pub db_failover: Option<Duration>,
+    /// Fault start → the first tenure gained after it.
+    pub tenure_failover: Option<Duration>,
+    pub notes: Vec<String>,
+    pub ran: bool,
+    pub dir: Option<PathBuf>,
+    pub took: Duration,
+}
+
+impl HaOutcome {
+    /// The term violations (I1) the checker found: for the negative control, what it must
+    /// find (a term handed out twice, or lowered).
+    pub fn caught(&self) -> usize {
+        self.verdict
+            .violations
+            .iter()
+            .filter(|v| v.invariant == "I1")
+            .count()
+    }
+
+    pub fn passed(&self) -> bool {
+        let errors = self.notes.iter().any(|n| n.starts_with("error"));
+        let checked = if self.scenario.negative_control {
+            self.caught() > 0
+        } else if self.scenario.fault == DbFault::Spread {
+            // The premise is broken on purpose; its notes say what must hold.
+            true
+        } else {
+            self.verdict.violations.is_empty()
+        };
+        self.ran && !errors && checked
+    }
+}
+
+/// What the scenarios of `kind` need and this machine lacks.
+pub fn missing(kind: ClusterKind) -> Vec<String> {
+    match kind {
+        ClusterKind::Galera | ClusterKind::MariaDb => galera::missing(),
+        ClusterKind::PatroniSync | ClusterKind::PatroniAsync => patroni::missing(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checker::Violation;
+
+    fn outcome(negative_control: bool, invariants: &[&'static str]) -> HaOutcome {
+        let verdict = Verdict {
+            violations: invariants
+                .iter()
+                .map(|i| Violation {
+                    invariant: i,
+                    detail: String::new(),
+                })
+                .collect(),
+            ..Verdict::default()
+        };
+        HaOutcome {
+            scenario: HaScenario {
+                name: "lossy-failover",
+                fault: DbFault::LossyFailover,
+                cluster: ClusterKind::PatroniAsync,
+                negative_control,
+            },
+            seed: 0,
+            verdict,
+            issued: 0,
+            db_failover: None,
+            tenure_failover: None,
+            notes: Vec::new(),
+            ran: true,
+            dir: None,
+            took: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn the_control_passes_only_if_a_term_violation_was_caught() {
+        assert!(outcome(true, &["I1"]).passed());
+        assert!(outcome(true, &["I1", "I2"]).passed());
+        assert!(!outcome(true, &[]).passed());
+        assert!(
+            !outcome(true, &["I4"]).passed(),
+            "not the danger it exists to show"
+        );
+        let mut did_not_run = outcome(true, &["I1"]);
+        did_not_run.ran = false;
+        assert!(!did_not_run.passed());
+    }
+
+    #[test]
+    fn a_scenario_on_its_premise_passes_only_without_violations() {
+        assert!(outcome(false, &[]).passed());
+        assert!(!outcome(false, &["I2"]).passed());
+        let mut failed = outcome(false, &[]);
+        failed
+            .notes
+            .push("error: the database did not fail over".into());
+        assert!(!failed.passed());
+    }
+
+    #[test]
+    fn every_scenario_has_its_own_id() {
+        let mut ids: Vec<String> = ALL.iter().map(HaScenario::id).collect();
+        let n = ids.len();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), n);
+        assert!(ids.contains(&"lossy-failover-async".to_string()));
+        assert!(ids.contains(&"galera-kill-primary".to_string()));
+    }
+}

@@ -1,0 +1,107 @@
+//! The seam: one transaction on the store's database, for a feature that reads and writes rows
+//! of its own beside the leases — in one transaction, under the database's clock, with every
+//! lease change decided by the model under the lease row's lock.
+//!
+//! A feature is a [`Body`]: [`Backend::transaction`](super::Backend::transaction) begins a
+//! transaction, runs the body over a [`Tx`], commits (or rolls back, as the body says), and
+//! runs the body again after a transient conflict (a deadlock, a serialization failure, a
+//! unique violation between two creators of one row) — the one retry loop, implemented once,
+//! by the generic SQL backend. A feature keeps its own statements (built from
+//! [`Tx::dialect`] and [`Tx::prefix`]), its own tables and its own error type; nothing here
+//! knows any feature.
+//!
+//! What a transaction offers, and what it promises:
+//! - [`Tx::now`]: the database's clock, read once per transaction (after the body's first
+//!   statement, so after the first lock it takes); on a server that refuses writes a writing
+//!   body fails with [`Error::ReadOnly`](crate::Error::ReadOnly) here.
+//! - [`Tx::lease`]: an operation on a lease, decided by the model (`model::decide`: the only
+//!   place a term is minted) under the lease row's lock, at the transaction's instant, with
+//!   its history event. Deciding at that earlier instant, rather than after the row lock was
+//!   granted, only errs towards "still held".
+//! - [`Tx::notify`]: wakes the listeners of a name at commit, where the engine can push.
+//! - [`Tx::execute`] / [`Tx::fetch`]: the feature's own statements, with [`Arg`]s in, rows out.
+
+// A build whose features use only part of the seam leaves the rest unused. Its items are `pub`
+// (in a crate-private module) only so that a test wrapper of a backend (feature `testing`:
+// `backend::TransactionBody`) can pass a body on; they are not part of the API.
+#![allow(dead_code, unreachable_pub)]
+
+use crate::error::Result;
+use crate::model::{DbTime, Lease, Op, Standing};
+use crate::records::Applied;
+use async_trait::async_trait;
+
+pub use super::kind::BackendKind;
+pub(crate) use super::sql::Dialect;
+
+/// A parameter of a feature's statement.
+#[derive(Clone, Copy, Debug)]
+pub enum Arg<'a> {
+    Int(i64),
+    OptInt(Option<i64>),
+    Text(&'a str),
+    OptText(Option<&'a str>),
+    Bytes(&'a [u8]),
+    Bool(bool),
+}
+
+/// A row a feature's query returned: its columns by name, each read as one type.
+pub trait Row: Send + Sync {
+    fn int(&self, column: &str) -> Result<i64>;
+    fn opt_int(&self, column: &str) -> Result<Option<i64>>;
+    fn text(&self, column: &str) -> Result<String>;
+    fn opt_text(&self, column: &str) -> Result<Option<String>>;
+    fn bytes(&self, column: &str) -> Result<Vec<u8>>;
+    fn boolean(&self, column: &str) -> Result<bool>;
+}
+
+/// One transaction, as a [`Body`] sees it.
+#[async_trait]
+pub trait Tx: Send {
+    /// Which engine it is (a feature's DDL differs per engine).
+    fn kind(&self) -> BackendKind;
+    /// How the database spells its SQL.
+    fn dialect(&self) -> &Dialect;
+    /// The store's table prefix (validated: identifier characters only).
+    fn prefix(&self) -> &str;
+    /// The database's clock, read once per transaction.
+    async fn now(&mut self) -> Result<DbTime>;
+    /// `op` on the lease `name`, decided by the model under the row's lock at [`Tx::now`] —
+    /// among the candidates of the name where a campaign has a `standing` — written with its
+    /// history event (`actor`) and announcement.
+    async fn lease(
+        &mut self,
+        name: &str,
+        op: &Op,
+        actor: &str,
+        standing: Option<&Standing<'_>>,
+    ) -> Result<Applied>;
+    /// The row of the lease `name` as the transaction sees it (no lock), if there is one.
+    async fn read_lease(&mut self, name: &str) -> Result<Option<Lease>>;
+    /// Wakes the listeners of `name` (empty: of anything) at commit, where the engine pushes.
+    async fn notify(&mut self, name: &str) -> Result<()>;
+    /// Runs a statement. (Never infer an outcome from affected-row counts: their meaning
+    /// differs between engines and connection flags; read the rows back.)
+    async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<()>;
+    /// Runs a query; its rows.
+    async fn fetch(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<Box<dyn Row>>>;
+}
+
+/// How a body's transaction ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    Commit,
+    /// Nothing the body wrote is kept (it refused the request; the answer is in the body).
+    Rollback,
+}
+
+/// A feature's work in one transaction. It keeps its own answer: the transaction may run it
+/// more than once (after a transient conflict), so [`run`](Body::run) starts afresh each time.
+#[async_trait]
+pub trait Body: Send {
+    /// Whether it may write: a writer's transaction begins as the engine begins writes
+    /// (SQLite: `BEGIN IMMEDIATE`) and its clock read checks that the server takes writes.
+    fn writes(&self) -> bool;
+    /// The work, over the transaction; how it ends.
+    async fn run(&mut self, tx: &mut dyn Tx) -> Result<Outcome>;
+}

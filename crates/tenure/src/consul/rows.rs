@@ -1,0 +1,289 @@
+//! [`ConsulTx`]: the Consul rows of one transaction — sessions, keys and the index — read and
+//! written through the store's seam (`backend/tx.rs`), with checked conversions between the
+//! rows' `BIGINT`s and the layer's unsigned counters.
+
+use super::rules::{EntryRow, LeaseState, SessionRow};
+use super::statements::{prefix_end, Statements};
+use super::Behavior;
+use crate::backend::tx::{Arg, Row, Tx};
+use crate::error::{Error, Result};
+use crate::model::{DbTime, Op};
+use crate::records::Applied;
+
+/// The reads and writes of one transaction. Reads see the rows as they are in the transaction;
+/// writers are serialized by [`lock_index`](ConsulTx::lock_index), which every writing request
+/// calls first.
+pub(crate) struct ConsulTx<'t> {
+    tx: &'t mut dyn Tx,
+    s: &'t Statements,
+}
+
+/// A stored counter or duration (never negative as written) as the layer's unsigned value.
+fn unsigned(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+/// An unsigned counter or duration as the `BIGINT` it is stored in: checked, never wrapped.
+fn int(what: &'static str, v: u64) -> Result<i64> {
+    i64::try_from(v).map_err(|_| Error::Invalid {
+        what,
+        value: v.to_string(),
+        rule: "at most 9223372036854775807 (a BIGINT)",
+    })
+}
+
+/// Consul's flags are any `u64`; a `BIGINT` keeps their 64 bits (two's complement both ways).
+fn flags_to_int(flags: u64) -> i64 {
+    i64::from_ne_bytes(flags.to_ne_bytes())
+}
+
+fn flags_of(v: i64) -> u64 {
+    u64::from_ne_bytes(v.to_ne_bytes())
+}
+
+fn session_row(row: &dyn Row) -> Result<SessionRow> {
+    let behavior = row.text("behavior")?;
+    Ok(SessionRow {
+        id: row.text("id")?,
+        name: row.text("name")?,
+        node: row.text("node")?,
+        ttl_ms: row.opt_int("ttl_ms")?.map(unsigned),
+        lease_ms: unsigned(row.int("lease_ms")?),
+        lock_delay_ms: unsigned(row.int("lock_delay_ms")?),
+        behavior: Behavior::parse(&behavior).unwrap_or(Behavior::Release),
+        create_index: unsigned(row.int("create_index")?),
+        modify_index: unsigned(row.int("modify_index")?),
+        expires_at: DbTime(row.int("expires_us")?),
+    })
+}
+
+fn entry_row(row: &dyn Row) -> Result<EntryRow> {
+    let lease = match row.opt_int("l_term")? {
+        Some(term) => Some(LeaseState {
+            holder: row.opt_text("l_holder")?,
+            term: unsigned(term),
+            acquired_at: DbTime(row.int("l_acquired_us")?),
+            expires_at: DbTime(row.int("l_expires_us")?),
+        }),
+        None => None,
+    };
+    Ok(EntryRow {
+        key: row.text("kv_key")?,
+        value: row.bytes("value")?,
+        flags: flags_of(row.int("flags")?),
+        session: row.opt_text("session")?,
+        lock_index: unsigned(row.int("lock_index")?),
+        create_index: unsigned(row.int("create_index")?),
+        modify_index: unsigned(row.int("modify_index")?),
+        lease,
+    })
+}
+
+fn entries(rows: &[Box<dyn Row>]) -> Result<Vec<EntryRow>> {
+    rows.iter().map(|row| entry_row(row.as_ref())).collect()
+}
+
+fn sessions(rows: &[Box<dyn Row>]) -> Result<Vec<SessionRow>> {
+    rows.iter().map(|row| session_row(row.as_ref())).collect()
+}
+
+impl<'t> ConsulTx<'t> {
+    pub(crate) fn new(tx: &'t mut dyn Tx, s: &'t Statements) -> ConsulTx<'t> {
+        ConsulTx { tx, s }
+    }
+
+    /// The database clock, read once per transaction (after the index lock, for writers).
+    pub(crate) async fn now(&mut self) -> Result<DbTime> {
+        self.tx.now().await
+    }
+
+    /// Locks the index row until the end of the transaction and reads it (0 if new).
+    pub(crate) async fn lock_index(&mut self) -> Result<u64> {
+        if let Some(row) = self.tx.fetch(&self.s.lock_index, &[]).await?.first() {
+            return Ok(unsigned(row.int("idx")?));
+        }
+        // First use: a concurrent creator makes this a unique violation, retried.
+        self.tx.execute(&self.s.insert_index, &[]).await?;
+        let rows = self.tx.fetch(&self.s.lock_index, &[]).await?;
+        let row = rows.first().ok_or(sqlx::Error::RowNotFound)?;
+        Ok(unsigned(row.int("idx")?))
+    }
+
+    /// Reads the index without locking.
+    pub(crate) async fn read_index(&mut self) -> Result<u64> {
+        let rows = self.tx.fetch(&self.s.read_index, &[]).await?;
+        rows.first()
+            .map_or(Ok(0), |row| row.int("idx").map(unsigned))
+    }
+
+    pub(crate) async fn set_index(&mut self, index: u64) -> Result<()> {
+        let args = [Arg::Int(int("index", index)?)];
+        self.tx.execute(&self.s.set_index, &args).await
+    }
+
+    /// One session row, expired or not.
+    pub(crate) async fn session(&mut self, id: &str) -> Result<Option<SessionRow>> {
+        let rows = self.tx.fetch(&self.s.session, &[Arg::Text(id)]).await?;
+        rows.first()
+            .map(|row| session_row(row.as_ref()))
+            .transpose()
+    }
+
+    /// Every session row (of one node), expired or not, oldest first.
+    pub(crate) async fn sessions(&mut self, node: Option<&str>) -> Result<Vec<SessionRow>> {
+        let rows = match node {
+            Some(node) => {
+                let args = [Arg::Text(node)];
+                self.tx.fetch(&self.s.sessions_of_node, &args).await?
+            }
+            None => self.tx.fetch(&self.s.sessions, &[]).await?,
+        };
+        sessions(&rows)
+    }
+
+    /// Up to `limit` sessions whose `expires_at` has passed `now`, earliest first.
+    pub(crate) async fn expired_sessions(
+        &mut self,
+        now: DbTime,
+        limit: u32,
+    ) -> Result<Vec<SessionRow>> {
+        let sql = format!("{} LIMIT {limit}", self.s.expired_sessions);
+        let rows = self.tx.fetch(&sql, &[Arg::Int(now.0)]).await?;
+        sessions(&rows)
+    }
+
+    pub(crate) async fn insert_session(&mut self, s: &SessionRow) -> Result<()> {
+        let ttl_ms = s.ttl_ms.map(|v| int("ttl", v)).transpose()?;
+        let args = [
+            Arg::Text(&s.id),
+            Arg::Text(&s.name),
+            Arg::Text(&s.node),
+            Arg::OptInt(ttl_ms),
+            Arg::Int(int("lease", s.lease_ms)?),
+            Arg::Int(int("lock delay", s.lock_delay_ms)?),
+            Arg::Text(s.behavior.as_str()),
+            Arg::Int(int("index", s.create_index)?),
+            Arg::Int(int("index", s.modify_index)?),
+            Arg::Int(s.expires_at.0),
+        ];
+        self.tx.execute(&self.s.insert_session, &args).await
+    }
+
+    pub(crate) async fn update_session(&mut self, s: &SessionRow) -> Result<()> {
+        let args = [
+            Arg::Int(int("lease", s.lease_ms)?),
+            Arg::Int(int("index", s.modify_index)?),
+            Arg::Int(s.expires_at.0),
+            Arg::Text(&s.id),
+        ];
+        self.tx.execute(&self.s.update_session, &args).await
+    }
+
+    pub(crate) async fn delete_session(&mut self, id: &str) -> Result<()> {
+        self.tx
+            .execute(&self.s.delete_session, &[Arg::Text(id)])
+            .await
+    }
+
+    /// One key (`prefix == false`) or every key that starts with `key`, sorted.
+    pub(crate) async fn entries(&mut self, key: &str, prefix: bool) -> Result<Vec<EntryRow>> {
+        let rows = if !prefix {
+            self.tx.fetch(&self.s.entry, &[Arg::Text(key)]).await?
+        } else {
+            match prefix_end(key) {
+                Some(end) => {
+                    let args = [Arg::Text(key), Arg::Text(&end)];
+                    self.tx.fetch(&self.s.entries_between, &args).await?
+                }
+                None => {
+                    self.tx
+                        .fetch(&self.s.entries_from, &[Arg::Text(key)])
+                        .await?
+                }
+            }
+        };
+        let mut found = entries(&rows)?;
+        // The range is only a bound for the index: the prefix test is this one.
+        found.retain(|e| {
+            if prefix {
+                e.key.starts_with(key)
+            } else {
+                e.key == key
+            }
+        });
+        Ok(found)
+    }
+
+    /// The keys whose lock `session` took.
+    pub(crate) async fn entries_of(&mut self, session: &str) -> Result<Vec<EntryRow>> {
+        let rows = self
+            .tx
+            .fetch(&self.s.entries_of, &[Arg::Text(session)])
+            .await?;
+        entries(&rows)
+    }
+
+    /// Every key whose row names a session (a lock taken through the KV API, live or not).
+    pub(crate) async fn locked_entries(&mut self) -> Result<Vec<EntryRow>> {
+        let rows = self.tx.fetch(&self.s.locked_entries, &[]).await?;
+        entries(&rows)
+    }
+
+    pub(crate) async fn insert_entry(&mut self, e: &EntryRow) -> Result<()> {
+        let args = [
+            Arg::Text(&e.key),
+            Arg::Bytes(&e.value),
+            Arg::Int(flags_to_int(e.flags)),
+            Arg::OptText(e.session.as_deref()),
+            Arg::Int(int("lock index", e.lock_index)?),
+            Arg::Int(int("index", e.create_index)?),
+            Arg::Int(int("index", e.modify_index)?),
+        ];
+        self.tx.execute(&self.s.insert_entry, &args).await
+    }
+
+    pub(crate) async fn update_entry(&mut self, e: &EntryRow) -> Result<()> {
+        let args = [
+            Arg::Bytes(&e.value),
+            Arg::Int(flags_to_int(e.flags)),
+            Arg::OptText(e.session.as_deref()),
+            Arg::Int(int("lock index", e.lock_index)?),
+            Arg::Int(int("index", e.create_index)?),
+            Arg::Int(int("index", e.modify_index)?),
+            Arg::Text(&e.key),
+        ];
+        self.tx.execute(&self.s.update_entry, &args).await
+    }
+
+    pub(crate) async fn delete_entry(&mut self, key: &str) -> Result<()> {
+        self.tx
+            .execute(&self.s.delete_entry, &[Arg::Text(key)])
+            .await
+    }
+
+    /// The lease operation, decided by the model under the lease row's lock, in this
+    /// transaction (with its history event), at the request's one instant: a lock renewed
+    /// with its session ends with it.
+    pub(crate) async fn lease(&mut self, name: &str, op: &Op, actor: &str) -> Result<Applied> {
+        self.tx.now().await?;
+        self.tx.lease(name, op, actor, None).await
+    }
+
+    /// Wakes the blocking queries of other instances at commit, where the engine can push.
+    pub(crate) async fn notify(&mut self, key: &str) -> Result<()> {
+        self.tx.notify(key).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{flags_of, flags_to_int};
+
+    #[test]
+    fn flags_keep_their_64_bits() {
+        for flags in [0, 7, u64::MAX, 1 << 63, (1 << 63) - 1] {
+            assert_eq!(flags_of(flags_to_int(flags)), flags);
+        }
+        assert_eq!(flags_to_int(u64::MAX), -1);
+    }
+}

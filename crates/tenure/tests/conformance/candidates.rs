@@ -1,0 +1,288 @@
+//! The candidate registry and priorities on one backend (issue 28): every elector is a
+//! registered candidate; a crashed leader's lease goes to the best live candidate; a better
+//! candidate takes the lead by a graceful handover with no overlap; equal priorities and
+//! observers never take the lead.
+
+use crate::common::unique;
+use std::time::Duration;
+use tenure::candidates::Candidates;
+use tenure::{Elector, Error, Role, Store, Timing};
+use tokio::time::{sleep, timeout, Instant};
+
+/// 2 s: renew every 500 ms, database timeout 400 ms (a loaded machine's round trips fit).
+const TTL_MS: u64 = 2_000;
+
+fn spawn(store: &Store, name: &str, id: &str, priority: i32) -> Elector {
+    Elector::builder(store.clone(), name)
+        .candidate(id)
+        .metadata(format!("{id}:8080"))
+        .priority(priority)
+        .timing(Timing::from_ttl(Duration::from_millis(TTL_MS)).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+fn leads(e: &Elector) -> Option<u64> {
+    let role = e.role().borrow().clone();
+    match role {
+        Role::Leader { term, .. } if role.is_leader() => Some(term),
+        _ => None,
+    }
+}
+
+/// Waits (bounded) until exactly `who` leads, and never sees two believers meanwhile.
+async fn until_leads(electors: &[(&str, &Elector)], who: &str, within: Duration) -> u64 {
+    let start = Instant::now();
+    loop {
+        let leading: Vec<(&str, u64)> = electors
+            .iter()
+            .filter_map(|(id, e)| leads(e).map(|t| (*id, t)))
+            .collect();
+        assert!(leading.len() <= 1, "two believers: {leading:?}");
+        if let [(id, term)] = leading[..] {
+            if id == who {
+                return term;
+            }
+        }
+        assert!(
+            start.elapsed() < within,
+            "{who} did not lead within {within:?} (leading: {leading:?})"
+        );
+        sleep(Duration::from_millis(5)).await;
+    }
+}
+
+pub(crate) async fn candidates_register_follow_and_leave(store: Store) {
+    let name = unique("candidates");
+    let a = spawn(&store, &name, "a", 0);
+    let guard = timeout(Duration::from_secs(10), a.wait_until_leader())
+        .await
+        .unwrap()
+        .unwrap();
+    let b = spawn(&store, &name, "b", -1);
+    let watcher = Elector::builder(store.clone(), &name)
+        .candidate("watcher")
+        .observe()
+        .priority(9)
+        .timing(Timing::from_ttl(Duration::from_millis(TTL_MS)).unwrap())
+        .spawn()
+        .unwrap();
+    let registry = Candidates::new(store.clone());
+    let start = Instant::now();
+    let roster = loop {
+        let roster = registry.list(&name).await.unwrap();
+        if roster.candidates.len() == 3 {
+            break roster;
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "{roster:?}");
+        sleep(Duration::from_millis(20)).await;
+    };
+    let shown: Vec<(&str, i32, bool)> = roster
+        .candidates
+        .iter()
+        .map(|c| (c.candidate.as_str(), c.priority, c.observer))
+        .collect();
+    assert_eq!(
+        shown,
+        [("a", 0, false), ("b", -1, false), ("watcher", 9, true)]
+    );
+    assert!(roster.candidates.iter().all(|c| c.is_live(roster.now)));
+    assert_eq!(roster.candidates[0].metadata.as_deref(), Some("a:8080"));
+    // The observer follows the leader and, with the highest priority, never takes it.
+    let start = Instant::now();
+    loop {
+        if let Role::Follower { leader: Some(l) } = &*watcher.role().borrow() {
+            assert_eq!((l.holder.as_str(), l.term), ("a", guard.term()));
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "the observer saw no leader"
+        );
+        sleep(Duration::from_millis(20)).await;
+    }
+    sleep(Duration::from_millis(3 * TTL_MS)).await;
+    assert_eq!(leads(&a), Some(guard.term()), "an observer took the lead");
+    // A clean stop leaves the registry at once.
+    drop(guard);
+    b.shutdown().await;
+    let left = registry.list(&name).await.unwrap();
+    assert!(
+        left.candidates.iter().all(|c| c.candidate != "b"),
+        "{left:?}"
+    );
+    a.shutdown().await;
+    watcher.shutdown().await;
+}
+
+pub(crate) async fn failover_picks_the_best_live_candidate(store: Store) {
+    let name = unique("best-live");
+    let low = spawn(&store, &name, "low", 1);
+    let mid = spawn(&store, &name, "mid", 2);
+    let high = spawn(&store, &name, "high", 3);
+    let all = [("low", &low), ("mid", &mid), ("high", &high)];
+    let first = until_leads(&all, "high", Duration::from_secs(15)).await;
+    // A crash: the lease expires unreleased; the next best live candidate takes it, and the
+    // lowest never does (it holds off while the middle one is live and campaigning — not
+    // "takes it and then hands it over").
+    high.abort();
+    let mut low_role = low.role();
+    let low_never_led = tokio::spawn(async move {
+        loop {
+            if low_role.borrow_and_update().is_leader() {
+                return false;
+            }
+            if low_role.changed().await.is_err() {
+                return true;
+            }
+        }
+    });
+    let rest = [("low", &low), ("mid", &mid)];
+    let next = until_leads(&rest, "mid", Duration::from_millis(TTL_MS * 3)).await;
+    assert!(next > first);
+    sleep(Duration::from_millis(TTL_MS)).await;
+    low.shutdown().await;
+    assert!(
+        low_never_led.await.unwrap(),
+        "the lowest led during the failover"
+    );
+    mid.shutdown().await;
+}
+
+pub(crate) async fn a_better_candidate_takes_the_lead_by_handover(store: Store) {
+    let name = unique("preferred");
+    let low = spawn(&store, &name, "low", 1);
+    let guard = timeout(Duration::from_secs(10), low.wait_until_leader())
+        .await
+        .unwrap()
+        .unwrap();
+    let low_term = guard.term();
+    // The low leader's work runs until its guard reports the loss.
+    let work = tokio::spawn(async move {
+        guard.lost().await;
+        Instant::now()
+    });
+    let started = Instant::now();
+    let high = spawn(&store, &name, "high", 3);
+    let high_guard = timeout(Duration::from_secs(15), high.wait_until_leader())
+        .await
+        .expect("the better candidate leads")
+        .unwrap();
+    let took_over = Instant::now();
+    let stopped = work.await.unwrap();
+    assert!(stopped <= took_over, "the old leader's work stopped first");
+    assert_eq!(
+        high_guard.term(),
+        low_term + 1,
+        "the handover path: term + 1"
+    );
+    // Within two renew intervals of registering, plus the release and the campaign.
+    assert!(
+        took_over - started < Duration::from_millis(TTL_MS * 2),
+        "took {:?}",
+        took_over - started
+    );
+    let history = store.history(&name, 10).await.unwrap();
+    assert!(
+        history
+            .iter()
+            .any(|h| h.event == "handed_over" && h.detail.contains("priority")),
+        "{history:?}"
+    );
+    // The low candidate stays a follower now.
+    sleep(Duration::from_millis(2 * TTL_MS)).await;
+    assert_eq!(leads(&low), None);
+    drop(high_guard);
+    low.shutdown().await;
+    high.shutdown().await;
+}
+
+pub(crate) async fn equal_priorities_never_hand_over(store: Store) {
+    let name = unique("equals");
+    let a = spawn(&store, &name, "a", 5);
+    let guard = timeout(Duration::from_secs(10), a.wait_until_leader())
+        .await
+        .unwrap()
+        .unwrap();
+    let b = spawn(&store, &name, "b", 5);
+    sleep(Duration::from_millis(3 * TTL_MS)).await;
+    assert_eq!(leads(&a), Some(guard.term()));
+    assert_eq!(leads(&b), None);
+    drop(guard);
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
+/// Where the database wakes followers (PostgreSQL's NOTIFY, the doorbells of SQLite and
+/// MySQL), a leader that steps down wakes its follower at once: with a 40 s ttl the follower's
+/// next poll is 10 s after its campaign, so a lead seconds after the release is the wake-up.
+/// (A registered candidate campaigns in the registry's transaction: that transaction must ring
+/// the bell as a lone lease operation does.)
+pub(crate) async fn a_leader_stepping_down_wakes_its_follower(store: Store) {
+    if store.backend().subscribe().is_none() {
+        return;
+    }
+    let name = unique("wakes");
+    let timing = Timing::from_ttl(Duration::from_secs(40)).unwrap();
+    let spawn_slow = |id: &str| {
+        Elector::builder(store.clone(), &name)
+            .candidate(id)
+            .timing(timing)
+            .spawn()
+            .unwrap()
+    };
+    let a = spawn_slow("a");
+    let guard = timeout(Duration::from_secs(10), a.wait_until_leader())
+        .await
+        .unwrap()
+        .unwrap();
+    let b = spawn_slow("b");
+    // b has campaigned once (it is registered), and follows a.
+    let registry = Candidates::new(store.clone());
+    let start = Instant::now();
+    while registry.list(&name).await.unwrap().candidates.len() < 2 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "b never registered"
+        );
+        sleep(Duration::from_millis(20)).await;
+    }
+    drop(guard);
+    let released = Instant::now();
+    a.shutdown().await;
+    let term = until_leads(&[("b", &b)], "b", Duration::from_secs(5)).await;
+    assert!(term > 1, "term {term}");
+    eprintln!("woken after {:?}", released.elapsed());
+    b.shutdown().await;
+}
+
+/// A store wrapped by hand around a backend whose lease tables alone exist refuses the
+/// registry with a clear [`Error::SchemaMissing`] naming its table (every elector campaigns
+/// there), and works once migrated.
+pub(crate) async fn an_unmigrated_hand_wrapped_store_names_the_missing_table(store: Store) {
+    let url = crate::common::url_of(&store);
+    let prefix = format!("t{}_", unique("w").replace('-', "_").to_lowercase());
+    let options = crate::common::options().table_prefix(&prefix);
+    // `backend::connect` prepares the lease's tables only.
+    let backend = tenure::backend::connect(&url, &options).await.unwrap();
+    let wrapped = Store::from_backend(backend, Duration::from_secs(10));
+    let registry = Candidates::new(wrapped.clone());
+    let err = registry.list("n").await.unwrap_err();
+    match &err {
+        Error::SchemaMissing { table, .. } => assert_eq!(table, &format!("{prefix}candidate")),
+        other => panic!("{other:?}"),
+    }
+    assert!(err.to_string().contains("tenure migrate"), "{err}");
+    wrapped.migrate().await.unwrap();
+    assert!(registry.list("n").await.unwrap().candidates.is_empty());
+    let elector = Elector::builder(wrapped.clone(), "n")
+        .candidate("a")
+        .timing(Timing::from_ttl(Duration::from_millis(TTL_MS)).unwrap())
+        .spawn()
+        .unwrap();
+    timeout(Duration::from_secs(10), elector.wait_until_leader())
+        .await
+        .expect("leads once migrated")
+        .unwrap();
+    elector.shutdown().await;
+}
