@@ -94,8 +94,11 @@ pub enum Command {
     Every(EveryArgs),
     /// Show who leads NAME.
     Leader(LeaderArgs),
-    /// Show every name: holder, term, since, time left, paused, handover target.
+    /// Show every name: holder, term, since, time left, paused, handover target, live
+    /// candidates.
     Status,
+    /// Show the candidates of NAME: priority, observer or not, metadata, last seen, leader.
+    Candidates(CandidatesArgs),
     /// Print one line per change of NAME until interrupted.
     Watch(WatchArgs),
     /// Show the transitions of NAME, newest first.
@@ -156,6 +159,9 @@ pub struct RunArgs {
     pub wait: WaitArgs,
     #[command(flatten)]
     pub health: HealthArgs,
+    // Last: its help heading would also head the flags after it.
+    #[command(flatten)]
+    pub standing: StandingArgs,
     #[command(flatten)]
     pub command: CommandArgs,
 }
@@ -169,6 +175,27 @@ pub struct LeaseArgs {
     /// Candidate id, the holder id on the lease. Default: <hostname>-<pid>-<4 random chars>.
     #[arg(long)]
     pub candidate: Option<String>,
+}
+
+/// Which candidate should lead (`run`, `every`, `serve --campaign`): see `tenure candidates`.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Candidates")]
+pub struct StandingArgs {
+    /// This candidate's priority, higher preferred (-2147483648 to 2147483647). A vacant or
+    /// expired lease waits for a live candidate of higher priority (at most one renew interval
+    /// after it was last seen), and a leader hands over to one that has been live for
+    /// --settle: its command stopped first, no overlap. Equal priorities change nothing.
+    #[arg(
+        long,
+        default_value_t = 0,
+        value_name = "N",
+        allow_negative_numbers = true
+    )]
+    pub priority: i32,
+    /// How long a candidate of higher priority must have been live before the leader hands
+    /// over to it. Default: one renew interval (ttl/4).
+    #[arg(long, value_parser = duration, value_name = "DUR")]
+    pub settle: Option<Duration>,
 }
 
 /// How CMD is supervised while the lease is held (`run`, `lock`, `every`).
@@ -274,6 +301,9 @@ pub struct EveryArgs {
     /// At most this many missed ticks are run after an outage; older ones are skipped.
     #[arg(long, default_value_t = 10)]
     pub catch_up: u32,
+    // Last: its help heading would also head the flags after it.
+    #[command(flatten)]
+    pub standing: StandingArgs,
     #[command(flatten)]
     pub command: CommandArgs,
 }
@@ -284,6 +314,11 @@ pub struct LeaderArgs {
     /// Exit 0 if this candidate leads NAME, 1 if not.
     #[arg(long, value_name = "ID")]
     pub am_i: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CandidatesArgs {
+    pub name: String,
 }
 
 #[derive(Debug, Args)]
@@ -396,6 +431,10 @@ pub struct ServeArgs {
     pub campaign: Vec<String>,
     #[command(flatten)]
     pub lease: LeaseArgs,
+    /// Register for the --campaign names and follow their leaders, but never lead them (a node
+    /// that must know the leader and must never be it); GET /v1/leader-check answers 503.
+    #[arg(long)]
+    pub observe: bool,
     /// Published while leading a campaigned name (e.g. this node's address).
     #[arg(long)]
     pub metadata: Option<String>,
@@ -413,6 +452,9 @@ pub struct ServeArgs {
     /// writes always do.
     #[arg(long)]
     pub consul_reads_need_token: bool,
+    // Last: its help heading would also head the flags after it.
+    #[command(flatten)]
+    pub standing: StandingArgs,
 }
 
 #[cfg(test)]

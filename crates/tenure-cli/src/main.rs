@@ -21,6 +21,7 @@ mod lead;
 mod logging;
 mod manual;
 mod output;
+mod roster;
 mod sd_notify;
 mod serve;
 mod supervise;

@@ -302,6 +302,22 @@ fn status_page_follows_a_leader_change_in_chromium() {
         browser.eval(&format!("{}.textContent", row("nightly-report", ".holder"))),
         "web-1"
     );
+    browser.until(
+        Duration::from_secs(15),
+        "the page lists web-1 as nightly-report's leading candidate",
+        &format!(
+            "{}?.textContent.startsWith('web-1 · 0')",
+            row("nightly-report", ".candidates .leader")
+        ),
+    );
+    assert_eq!(
+        browser.eval(&format!(
+            "{}.length",
+            row("billing-cron", ".candidates li").replace("querySelector(", "querySelectorAll(")
+        )),
+        0,
+        "a lease written without an elector has no candidates"
+    );
     assert_eq!(
         browser.eval("location.hash"),
         "",

@@ -2,7 +2,7 @@
 //! tick on exactly one node of all that run the same line (see `tenure::Schedule`). DUR and
 //! EXPR are one positional, SCHEDULE, which `--cron` says how to read.
 
-use super::{check_global, check_lease, check_name, fence_env};
+use super::{check_global, check_lease, check_name, fence_env, stand};
 use crate::cli::{EveryArgs, Global};
 use crate::database;
 use crate::exit::{Failure, Outcome, OK};
@@ -31,7 +31,7 @@ pub async fn every(global: &Global, args: EveryArgs) -> Outcome {
     let store = database::open(global, !global.no_create, Some(timing.db_timeout())).await?;
     let fence = fence_env(&store);
     let schedule = Schedule::new(store.clone(), &name, cadence)?.catch_up(args.catch_up);
-    let mut builder = Elector::builder(store, &name).timing(timing);
+    let mut builder = stand(Elector::builder(store, &name), &args.standing).timing(timing);
     if let Some(id) = &args.lease.candidate {
         builder = builder.candidate(id);
     }

@@ -2,6 +2,7 @@
 //! input changes nothing.
 
 mod admin;
+mod candidates;
 mod every;
 mod fence_sql;
 mod history;
@@ -13,9 +14,9 @@ mod serve;
 mod status;
 mod watch;
 
-use crate::cli::{Cli, Command, LeaseArgs};
+use crate::cli::{Cli, Command, LeaseArgs, StandingArgs};
 use crate::exit::{Failure, Outcome};
-use tenure::Timing;
+use tenure::{ElectorBuilder, Timing};
 
 pub async fn dispatch(cli: Cli) -> Outcome {
     let global = &cli.global;
@@ -25,6 +26,7 @@ pub async fn dispatch(cli: Cli) -> Outcome {
         Command::Every(args) => every::every(global, args).await,
         Command::Leader(args) => leader::leader(global, args).await,
         Command::Status => status::status(global).await,
+        Command::Candidates(args) => candidates::candidates(global, args).await,
         Command::Watch(args) => watch::watch(global, args).await,
         Command::History(args) => history::history(global, args).await,
         Command::Demote(args) => admin::demote(global, args).await,
@@ -60,6 +62,15 @@ fn check_lease(lease: &LeaseArgs) -> Result<Timing, Failure> {
         tenure::validate::candidate(id)?;
     }
     Ok(Timing::from_ttl(lease.ttl)?)
+}
+
+/// The candidate's standing among the candidates of its name: `--priority` and `--settle`.
+fn stand(builder: ElectorBuilder, standing: &StandingArgs) -> ElectorBuilder {
+    let builder = builder.priority(standing.priority);
+    match standing.settle {
+        Some(settle) => builder.settle(settle),
+        None => builder,
+    }
 }
 
 /// Checks the global options before anything connects.

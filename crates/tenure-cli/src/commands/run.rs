@@ -2,7 +2,7 @@
 //! before anyone else can start). With a health check, a step-down pauses this node's
 //! campaign (`--keep-campaigning`) until the check passes again.
 
-use super::{check_global, check_lease, check_name, fence_env};
+use super::{check_global, check_lease, check_name, fence_env, stand};
 use crate::cli::{Global, RunArgs};
 use crate::database;
 use crate::exit::{Failure, Outcome, LOST, NOT_ACQUIRED, UNAVAILABLE};
@@ -33,7 +33,7 @@ pub async fn run(global: &Global, args: RunArgs) -> Outcome {
 
     let store = database::open(global, !global.no_create, Some(timing.db_timeout())).await?;
     let fence = fence_env(&store);
-    let mut builder = Elector::builder(store, &args.name).timing(timing);
+    let mut builder = stand(Elector::builder(store, &args.name), &args.standing).timing(timing);
     if let Some(id) = &args.lease.candidate {
         builder = builder.candidate(id);
     }

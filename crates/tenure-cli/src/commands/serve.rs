@@ -2,7 +2,7 @@
 //! name as a sidecar. SIGINT or SIGTERM: the electors release (so another node takes over at
 //! once), blocking queries answer, and the server stops after the requests in flight.
 
-use super::{check_global, check_lease, check_name};
+use super::{check_global, check_lease, check_name, stand};
 use crate::cli::{Global, ServeArgs};
 use crate::database;
 use crate::exit::{Failure, Outcome, OK};
@@ -27,6 +27,11 @@ pub async fn serve(global: &Global, args: ServeArgs) -> Outcome {
                 "--campaign {name:?} is given more than once"
             )));
         }
+    }
+    if args.observe && names.is_empty() {
+        return Err(Failure::usage(
+            "--observe needs at least one --campaign NAME (the names to observe)",
+        ));
     }
     let timing = check_lease(&args.lease)?;
     if let Some(node) = &args.node {
@@ -77,9 +82,12 @@ pub async fn serve(global: &Global, args: ServeArgs) -> Outcome {
     let mut electors = Vec::new();
     let mut campaigns = BTreeMap::new();
     for name in names {
-        let mut builder = Elector::builder(store.clone(), &name)
+        let mut builder = stand(Elector::builder(store.clone(), &name), &args.standing)
             .timing(timing)
             .candidate(&candidate);
+        if args.observe {
+            builder = builder.observe();
+        }
         if let Some(m) = &args.metadata {
             builder = builder.metadata(m);
         }

@@ -5,23 +5,37 @@ use crate::cli::Global;
 use crate::database;
 use crate::exit::{Outcome, OK};
 use crate::output::{human_duration, print_json, print_table, time, LeaseJson};
+use crate::roster::{live_counts, LiveCount};
 use serde::Serialize;
 use std::time::Duration;
+use tenure::candidates::Candidates;
 
 #[derive(Serialize)]
 struct Status {
     now: String,
-    leases: Vec<LeaseJson>,
+    leases: Vec<NameJson>,
+}
+
+/// A name's lease and how many live candidates and observers it has.
+#[derive(Serialize)]
+struct NameJson {
+    #[serde(flatten)]
+    lease: LeaseJson,
+    live: LiveCount,
 }
 
 pub async fn status(global: &Global) -> Outcome {
     check_global(global)?;
     let store = database::connect(global).await?;
     let snapshot = store.list().await?;
-    let leases: Vec<LeaseJson> = snapshot
+    let counts = live_counts(&Candidates::new(store.clone()).live().await?);
+    let leases: Vec<NameJson> = snapshot
         .leases
         .iter()
-        .map(|l| LeaseJson::new(l, snapshot.now))
+        .map(|l| NameJson {
+            lease: LeaseJson::new(l, snapshot.now),
+            live: counts.get(&l.name).copied().unwrap_or_default(),
+        })
         .collect();
     if global.json {
         print_json(&Status {
@@ -36,7 +50,7 @@ pub async fn status(global: &Global) -> Outcome {
     }
     let rows: Vec<Vec<String>> = leases
         .iter()
-        .map(|l| {
+        .map(|NameJson { lease: l, live }| {
             vec![
                 l.name.clone(),
                 l.holder.clone().unwrap_or_else(|| "-".into()),
@@ -49,12 +63,23 @@ pub async fn status(global: &Global) -> Outcome {
                 },
                 if l.paused { "yes" } else { "no" }.into(),
                 l.handover_to.clone().unwrap_or_else(|| "-".into()),
+                match live.observers {
+                    0 => live.candidates.to_string(),
+                    n => format!("{} (+{n} observing)", live.candidates),
+                },
             ]
         })
         .collect();
     print_table(
         &[
-            "NAME", "HOLDER", "TERM", "SINCE", "LEFT", "PAUSED", "HANDOVER",
+            "NAME",
+            "HOLDER",
+            "TERM",
+            "SINCE",
+            "LEFT",
+            "PAUSED",
+            "HANDOVER",
+            "CANDIDATES",
         ],
         &rows,
     );

@@ -19,6 +19,7 @@ const USAGE: &[(&str, &str)] = &[
     ),
     ("leader", "tenure leader [OPTIONS] <NAME>"),
     ("status", "tenure status [OPTIONS]"),
+    ("candidates", "tenure candidates [OPTIONS] <NAME>"),
     ("watch", "tenure watch [OPTIONS] <NAME>"),
     ("history", "tenure history [OPTIONS] <NAME>"),
     ("demote", "tenure demote [OPTIONS] <NAME>"),

@@ -136,6 +136,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/status/{name}", get(reads::lease))
         .route("/v1/leader/{name}", get(reads::leader))
         .route("/v1/history/{name}", get(reads::history))
+        .route("/v1/candidates/{name}", get(reads::candidates))
         .route("/v1/self", get(campaigns::campaigns))
         .route("/v1/self/{name}", get(campaigns::campaign))
         .route("/v1/leader-check/{name}", get(campaigns::leader_check))

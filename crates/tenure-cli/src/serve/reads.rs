@@ -6,6 +6,7 @@ use super::params::{Name, Params};
 use super::watch::View;
 use super::AppState;
 use crate::output::{time, HistoryJson, LeaderJson, LeaseJson};
+use crate::roster::RosterJson;
 use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -187,4 +188,14 @@ pub async fn history(State(state): State<AppState>, Name(name): Name, params: Pa
         events: events.iter().map(HistoryJson::from).collect(),
     })
     .into_response())
+}
+
+/// `GET /v1/candidates/{name}`: the registry of a name, best first, as `tenure candidates
+/// --json` (404 for a name with neither a lease nor a candidate).
+pub async fn candidates(State(state): State<AppState>, Name(name): Name) -> Answer {
+    let roster = RosterJson::read(&state.0.store, &name).await?;
+    if roster.candidates.is_empty() && state.0.store.get(&name).await?.leases.is_empty() {
+        return Err(ApiError::unknown(&name));
+    }
+    Ok(Json(roster).into_response())
 }

@@ -121,6 +121,24 @@ async fn bad_input_is_refused_before_anything_is_written(kind: BackendKind) {
             64,
             &["'101y'", "--grace", "at most 100 years"],
         ),
+        // Priorities are i32 (issue 28); --observe needs names to observe.
+        case(
+            &["run", "x", "--priority", "2147483648", "--", "true"],
+            64,
+            &["'2147483648'", "--priority"],
+        ),
+        case(
+            &["every", "1s", "x", "--priority", "high", "--", "true"],
+            64,
+            &["'high'", "--priority"],
+        ),
+        case(
+            &["run", "x", "--settle", "101y", "--", "true"],
+            64,
+            &["'101y'", "--settle", "at most 100 years"],
+        ),
+        case(&["serve", "--observe"], 64, &["--campaign"]),
+        case(&["candidates", "a\u{7f}b"], 64, &["control"]),
         case(
             &["watch", "x", "--interval", "3000000000000h"],
             64,

@@ -1,4 +1,4 @@
-//! The read and admin commands of `tenure` (`leader`, `status`, `watch`, `history`, `demote`,
+//! The read and admin commands of `tenure` (`leader`, `status`, `candidates`, `watch`, `history`, `demote`,
 //! `handover`, `pause`, `resume`, `migrate`, `fence-sql`), its default database and its
 //! handling of bad input, as real processes on SQLite, PostgreSQL and MariaDB: one file per
 //! command family, with the setup they share here.
@@ -12,6 +12,7 @@ mod support;
 
 mod admin;
 mod bad_input;
+mod candidates;
 mod default_database;
 mod fence_sql;
 mod history;

@@ -60,7 +60,11 @@ async fn status_json_and_table(kind: BackendKind) {
     let leases = v["leases"].as_array().expect("leases array");
     assert_eq!(leases.len(), 4, "{v}");
     for (i, (l, lease)) in leases.iter().zip(&snapshot.leases).enumerate() {
-        assert_keys(l, &LEASE_KEYS);
+        let mut keys = LEASE_KEYS.to_vec();
+        keys.push("live");
+        assert_keys(l, &keys);
+        // Leases written without an elector have no registered candidates.
+        assert_eq!(l["live"], json!({"candidates": 0, "observers": 0}));
         assert_eq!(l["name"], json!(names[i]), "sorted by name");
         assert_eq!(l["term"], json!(1));
         assert_eq!(l["since"], json!(db_time(lease.acquired_at)));
@@ -95,22 +99,32 @@ async fn status_json_and_table(kind: BackendKind) {
     let header: Vec<&str> = lines[0].split_whitespace().collect();
     assert_eq!(
         header,
-        ["NAME", "HOLDER", "TERM", "SINCE", "LEFT", "PAUSED", "HANDOVER"]
+        [
+            "NAME",
+            "HOLDER",
+            "TERM",
+            "SINCE",
+            "LEFT",
+            "PAUSED",
+            "HANDOVER",
+            "CANDIDATES"
+        ]
     );
     let cols = |i: usize| -> Vec<&str> { lines[i + 1].split_whitespace().collect() };
     for i in 0..4 {
         let row = cols(i);
-        assert_eq!(row.len(), 7, "{}", lines[i + 1]);
+        assert_eq!(row.len(), 8, "{}", lines[i + 1]);
+        assert_eq!(row[7], "0", "no registered candidates");
         assert_eq!(row[0], names[i]);
         assert_eq!(row[2], "1");
         assert_eq!(row[3], db_time(snapshot.leases[i].acquired_at));
     }
     assert_eq!(cols(0)[1], holders[0]);
     assert!(cols(0)[4].ends_with('s'), "time left: {}", lines[1]);
-    assert_eq!(cols(0)[5..], ["no", "-"]);
-    assert_eq!(cols(1)[5..], ["yes", "-"]);
-    assert_eq!(cols(2)[5..], ["no", target.as_str()]);
+    assert_eq!(cols(0)[5..7], ["no", "-"]);
+    assert_eq!(cols(1)[5..7], ["yes", "-"]);
+    assert_eq!(cols(2)[5..7], ["no", target.as_str()]);
     assert_eq!(cols(3)[1], "-");
-    assert_eq!(cols(3)[4..], ["-", "no", "-"]);
+    assert_eq!(cols(3)[4..7], ["-", "no", "-"]);
     db.drop_tables().await;
 }

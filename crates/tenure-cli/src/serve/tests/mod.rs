@@ -194,5 +194,6 @@ async fn app_state_ready(app: &Router) -> bool {
 // The parts of the API, after the macro they use.
 mod admin;
 mod campaigns;
+mod candidates;
 mod reads;
 mod waiting;
