@@ -7,7 +7,6 @@
 use crate::backend::tx::{Body, Outcome, Tx};
 use crate::backend::{self, Backend, BackendKind};
 use crate::error::{Error, Result};
-use crate::store::Store;
 
 /// One feature's tables: their names (without the prefix) and their DDL on one engine.
 struct Feature {
@@ -18,13 +17,13 @@ struct Feature {
 /// Every feature with tables of its own, as the cargo features compile them in.
 const FEATURES: &[Feature] = &[
     Feature {
-        tables: &crate::candidates::TABLES,
-        schema: crate::candidates::schema,
+        tables: &crate::candidates::statements::TABLES,
+        schema: crate::candidates::statements::schema,
     },
     #[cfg(feature = "consul")]
     Feature {
-        tables: &crate::consul::TABLES,
-        schema: crate::consul::schema,
+        tables: &crate::consul::statements::TABLES,
+        schema: crate::consul::statements::schema,
     },
 ];
 
@@ -53,24 +52,24 @@ pub fn schema_script(kind: BackendKind, prefix: &str) -> Result<String> {
     Ok(script)
 }
 
-/// Creates the features' tables of `store` if they do not exist (`create`), or checks that
-/// they do.
+/// Creates the features' tables on `backend` if they do not exist (`create`), or checks that
+/// they do. Unbounded: the store bounds it with its timeout.
 ///
 /// # Errors
 /// [`Error::SchemaMissing`] naming the first missing table; database errors.
-pub(crate) async fn tables(store: &Store, create: bool) -> Result<()> {
-    if FEATURES.is_empty() || store.kind() == BackendKind::Memory {
+pub(crate) async fn tables(backend: &dyn Backend, create: bool) -> Result<()> {
+    if FEATURES.is_empty() || backend.kind() == BackendKind::Memory {
         return Ok(());
     }
     let mut body = Tables {
         create,
         missing: None,
     };
-    store.transaction(&mut body).await?;
+    backend.transaction(&mut body).await?;
     match body.missing {
         Some(table) => Err(Error::SchemaMissing {
             table,
-            url: store.url().to_string(),
+            url: backend.url().to_string(),
         }),
         None => Ok(()),
     }

@@ -51,10 +51,9 @@ impl Store {
         let connect_bound = (timeout * 2).max(Duration::from_secs(10));
         bounded(connect_bound, async {
             let backend = backend::connect(url, &options).await?;
-            let store = Store::from_backend(backend, timeout);
             // The tables of the features this build compiles in, beside the lease's.
-            features::tables(&store, options.auto_create).await?;
-            Ok(store)
+            features::tables(&*backend, options.auto_create).await?;
+            Ok(Store::from_backend(backend, timeout))
         })
         .await
     }
@@ -120,7 +119,7 @@ impl Store {
     /// [`Error::Timeout`], database errors.
     pub async fn migrate(&self) -> Result<()> {
         self.bounded(self.backend.migrate()).await?;
-        features::tables(self, true).await
+        self.bounded(features::tables(&*self.backend, true)).await
     }
 
     /// Checks that the tables exist with a schema version this build understands.
@@ -129,7 +128,7 @@ impl Store {
     /// [`Error::SchemaMissing`], [`Error::Timeout`], database errors.
     pub async fn check_schema(&self) -> Result<()> {
         self.bounded(self.backend.check_schema()).await?;
-        features::tables(self, false).await
+        self.bounded(features::tables(&*self.backend, false)).await
     }
 
     /// Runs `body` in one transaction (see `backend/tx.rs`), bounded by this handle's timeout:

@@ -18,9 +18,7 @@
 //!   they are).
 
 mod bodies;
-mod statements;
-
-pub(crate) use statements::{schema, TABLES};
+pub(crate) mod statements;
 
 use crate::error::Result;
 use crate::model::Op;

@@ -44,7 +44,7 @@ mod api;
 mod error;
 mod rows;
 mod rules;
-mod statements;
+pub(crate) mod statements;
 mod validate;
 
 pub use api::{
@@ -52,7 +52,6 @@ pub use api::{
     MAX_LOCK_DELAY, MAX_SESSION_TTL, MAX_VALUE_BYTES, MIN_SESSION_TTL,
 };
 pub use error::{Error, Result};
-pub(crate) use statements::{schema, TABLES};
 pub use validate::{new_session_id, validate_key, validate_prefix, validate_spec};
 
 use crate::backend::tx::{Body, Outcome, Tx};

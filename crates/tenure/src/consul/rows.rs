@@ -2,13 +2,103 @@
 //! written through the store's seam (`backend/tx.rs`), with checked conversions between the
 //! rows' `BIGINT`s and the layer's unsigned counters.
 
-use super::rules::{EntryRow, LeaseState, SessionRow};
 use super::statements::{prefix_end, Statements};
-use super::Behavior;
+use super::{Behavior, Entry, Session};
 use crate::backend::tx::{Arg, Row, Tx};
 use crate::error::{Error, Result};
 use crate::model::{DbTime, Op};
 use crate::records::Applied;
+use std::time::Duration;
+
+/// A session row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SessionRow {
+    pub id: String,
+    pub name: String,
+    pub node: String,
+    /// Consul's TTL; `None`: lives with its node.
+    pub ttl_ms: Option<u64>,
+    /// How long it lives past each renewal (its TTL, or its node's lease).
+    pub lease_ms: u64,
+    pub lock_delay_ms: u64,
+    pub behavior: Behavior,
+    pub create_index: u64,
+    pub modify_index: u64,
+    pub expires_at: DbTime,
+}
+
+/// A key's row, with the state of the key's lease read beside it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct EntryRow {
+    pub key: String,
+    pub value: Vec<u8>,
+    pub flags: u64,
+    /// The session that took the lock through the KV API, if it has not let go of it here.
+    pub session: Option<String>,
+    pub lock_index: u64,
+    pub create_index: u64,
+    pub modify_index: u64,
+    /// The lease of the same name: holder, term, acquired, expires (`None`: no lease row).
+    pub lease: Option<LeaseState>,
+}
+
+/// The part of a lease row the Consul rules read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LeaseState {
+    pub holder: Option<String>,
+    pub term: u64,
+    pub acquired_at: DbTime,
+    pub expires_at: DbTime,
+}
+
+impl EntryRow {
+    /// The session whose lock this entry records, if the key's lease still is that lock:
+    /// held by it, with that term, not expired.
+    pub(super) fn live_lock(&self, now: DbTime) -> Option<&str> {
+        let session = self.session.as_deref()?;
+        let lease = self.lease.as_ref()?;
+        (lease.holder.as_deref() == Some(session)
+            && lease.term == self.lock_index
+            && lease.expires_at > now)
+            .then_some(session)
+    }
+
+    /// Whether the row still names a session whose lock the key's lease no longer is (the
+    /// session ended, or tenure demoted, handed over or gave the lease to someone else): its
+    /// answer changed without a write. No read answers such a key before it is settled
+    /// (`rules::settle`), which gives it a new `ModifyIndex` and moves the index.
+    pub(super) fn stale(&self, now: DbTime) -> bool {
+        self.session.is_some() && self.live_lock(now).is_none()
+    }
+
+    pub(super) fn shown(&self, now: DbTime) -> Entry {
+        Entry {
+            key: self.key.clone(),
+            value: self.value.clone(),
+            flags: self.flags,
+            session: self.live_lock(now).map(str::to_string),
+            lock_index: self.lock_index,
+            create_index: self.create_index,
+            modify_index: self.modify_index,
+        }
+    }
+}
+
+impl SessionRow {
+    pub(super) fn shown(&self) -> Session {
+        Session {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            node: self.node.clone(),
+            ttl: self.ttl_ms.map(Duration::from_millis),
+            lock_delay: Duration::from_millis(self.lock_delay_ms),
+            behavior: self.behavior,
+            create_index: self.create_index,
+            modify_index: self.modify_index,
+            expires_at: self.expires_at,
+        }
+    }
+}
 
 /// The reads and writes of one transaction. Reads see the rows as they are in the transaction;
 /// writers are serialized by [`lock_index`](ConsulTx::lock_index), which every writing request

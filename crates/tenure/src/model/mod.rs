@@ -435,9 +435,15 @@ pub fn decide_among(
 }
 
 #[cfg(test)]
+mod admin_tests;
+#[cfg(test)]
 mod epoch_tests;
 #[cfg(test)]
+mod property_tests;
+#[cfg(test)]
 mod purpose_tests;
+#[cfg(test)]
+mod release_tests;
 #[cfg(test)]
 mod standing_tests;
 #[cfg(test)]

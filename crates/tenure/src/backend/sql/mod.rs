@@ -5,7 +5,8 @@
 //!   sqlx driver, its [`Dialect`], how its pool is opened, and the steps only some engines have
 //!   (PostgreSQL's one-statement lock cycle and its notifications).
 //! - `operations.rs`: the one `impl Backend for SqlBackend<E>`: a lease operation (the model's
-//!   transaction), the keep-alive, ticks, reads and the schema check, as ordinary generic code.
+//!   transaction), the keep-alive, ticks and reads, as ordinary generic code.
+//! - `schema.rs`: creating and checking the tables (and the engine's stored routines).
 //! - `transaction.rs`: the seam's one implementation (`Tx` over a transaction of the pool,
 //!   see `backend/tx.rs`) and the one retry loop every transaction runs in.
 //! - `dialect.rs`: how an engine spells the few things that differ.
@@ -22,6 +23,7 @@ mod dialect;
 mod operations;
 mod retention;
 mod rows;
+mod schema;
 mod statements;
 mod transaction;
 

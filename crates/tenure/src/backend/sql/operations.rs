@@ -7,10 +7,10 @@ use super::backend::{Engine, SqlBackend};
 use super::dialect::EpochSql;
 use super::retention::prunes_history;
 use super::rows::{bigint, RawLease};
-use super::statements::{RENEW_CHUNK, SCHEMA_VERSION};
+use super::statements::RENEW_CHUNK;
 use crate::backend::tx::{Body, Outcome, Tx};
 use crate::backend::{Applied, Backend, BackendKind, HistoryEntry, RedactedUrl, Renewed, Snapshot};
-use crate::error::{is_duplicate_object, is_missing_table, is_retryable, Error, Result};
+use crate::error::{Error, Result};
 use crate::model::{decide_among, Clock, DbTime, Effect, Epoch, Lease, Op, Standing};
 use sqlx::database::HasStatementCache;
 use sqlx::{ColumnIndex, Database, Decode, Encode, Executor, IntoArguments, Row, Type};
@@ -43,7 +43,7 @@ where
     /// Runs a read (or DDL) on the pool, all its rows. Behind a transaction-mode pooler in a
     /// transaction of its own: an unnamed statement takes two round trips (parse, then
     /// execute), and only a transaction keeps both on one server.
-    async fn read<'q>(
+    pub(super) async fn read<'q>(
         &self,
         query: sqlx::query::Query<'q, E::Database, <E::Database as Database>::Arguments<'q>>,
     ) -> std::result::Result<Vec<<E::Database as Database>::Row>, sqlx::Error> {
@@ -222,23 +222,6 @@ where
             reason: "the clock query returned no row".to_string(),
         })?;
         Ok(Snapshot { now, leases })
-    }
-
-    /// Installs the engine's stored routines (through the text protocol: a routine's DDL is
-    /// no prepared statement); one that cannot be installed (no `CREATE ROUTINE` privilege,
-    /// say) costs speed, not correctness: the operations it serves run the transaction.
-    async fn install_routines(&self) {
-        for routine in &self.stmts.routines {
-            if let Err(e) = sqlx::raw_sql(routine).execute(&self.pool).await {
-                let first = routine.lines().next().unwrap_or_default();
-                tracing::warn!(
-                    url = %self.url,
-                    error = %e,
-                    "could not install a stored routine ({first} …): the operations it serves \
-                     run the model's transaction instead"
-                );
-            }
-        }
     }
 
     /// `op` inside the caller's transaction `tx` (which commits): lock the row, read the
@@ -551,69 +534,11 @@ where
     }
 
     async fn migrate(&self) -> Result<()> {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let result: std::result::Result<(), sqlx::Error> = async {
-                for ddl in &self.stmts.schema {
-                    self.read(self.query(ddl)).await?;
-                }
-                self.read(self.query(&self.stmts.init_version)).await?;
-                Ok(())
-            }
-            .await;
-            match result {
-                // Concurrent `CREATE TABLE IF NOT EXISTS` can collide in PostgreSQL's
-                // catalog; the other creator has then done the work.
-                Err(e) if attempt < 6 && (is_retryable(&e) || is_duplicate_object(&e)) => {}
-                Err(e) => return Err(e.into()),
-                Ok(()) => {
-                    self.install_routines().await;
-                    return self.check_schema().await;
-                }
-            }
-        }
+        self.create_tables().await
     }
 
     async fn check_schema(&self) -> Result<()> {
-        let missing = |table: &str| Error::SchemaMissing {
-            table: table.to_string(),
-            url: self.url.to_string(),
-        };
-        let version = match self.read(self.query(&self.stmts.schema_version)).await {
-            Ok(rows) => rows
-                .first()
-                .ok_or(sqlx::Error::RowNotFound)?
-                .try_get::<Option<i64>, _>("version")?,
-            Err(e) if is_missing_table(&e) => {
-                return Err(missing(&self.stmts.schema_table));
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let lease_probe = (&self.stmts.lease_table, &self.stmts.probe_lease);
-        let probes = self
-            .stmts
-            .probes
-            .iter()
-            .map(|(table, probe)| (table, probe));
-        for (table, probe) in std::iter::once(lease_probe).chain(probes) {
-            if let Err(e) = self.read(self.query(probe)).await {
-                return Err(if is_missing_table(&e) {
-                    missing(table)
-                } else {
-                    e.into()
-                });
-            }
-        }
-        match version {
-            None => Err(missing(&self.stmts.schema_table)),
-            Some(found) if found > SCHEMA_VERSION => Err(Error::SchemaTooNew {
-                found,
-                supported: SCHEMA_VERSION,
-                url: self.url.to_string(),
-            }),
-            Some(_) => Ok(()),
-        }
+        self.verify_schema().await
     }
 
     fn schema_sql(&self) -> String {
