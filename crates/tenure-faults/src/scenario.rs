@@ -48,6 +48,10 @@ pub struct Scenario {
     pub workload: Workload,
     /// Every node (and every restarted incarnation) campaigns with one candidate / holder id.
     pub shared_id: bool,
+    /// The elector of slot `i` campaigns with priority `i`: the last slot is preferred, so the
+    /// fault hits the preferred leader, the next best takes over, and the preferred one's new
+    /// incarnation takes the lead back by handover.
+    pub priorities: bool,
 }
 
 const fn elector(name: &'static str, fault: Fault) -> Scenario {
@@ -56,6 +60,15 @@ const fn elector(name: &'static str, fault: Fault) -> Scenario {
         fault,
         workload: Workload::Elector,
         shared_id: false,
+        priorities: false,
+    }
+}
+
+/// An elector scenario whose nodes have priorities (see [`Scenario::priorities`]).
+const fn preferred(name: &'static str, fault: Fault) -> Scenario {
+    Scenario {
+        priorities: true,
+        ..elector(name, fault)
     }
 }
 
@@ -74,23 +87,30 @@ pub const ALL: &[Scenario] = &[
     elector("restart", Fault::Restart),
     elector("clock", Fault::Clock),
     elector("stop-in-tx", Fault::StopInTransaction),
+    // The preferred leader killed, paused, and cut off from the database (the proxy's faults).
+    preferred("priority-kill", Fault::Kill),
+    preferred("priority-pause", Fault::Pause),
+    preferred("priority-proxy", Fault::Proxy),
     Scenario {
         name: "same-id",
         fault: Fault::Kill,
         workload: Workload::Elector,
         shared_id: true,
+        priorities: false,
     },
     Scenario {
         name: "locks",
         fault: Fault::KillAny,
         workload: Workload::Locks,
         shared_id: false,
+        priorities: false,
     },
     Scenario {
         name: "locks-same-id",
         fault: Fault::KillAny,
         workload: Workload::Locks,
         shared_id: true,
+        priorities: false,
     },
 ];
 
@@ -128,7 +148,15 @@ impl Scenario {
     /// on SQLite the host's wall clock *is* the database clock, so a clock jump breaks the
     /// second there. The fenced resource (I3), terms (I1) and I4 hold in every scenario.
     pub fn expect(&self, kind: BackendKind, ttl: Duration, max_jitter: Duration) -> Expect {
-        let crash_bound = Some(ttl + max_jitter + Duration::from_millis(500));
+        let mut crash_bound = ttl + max_jitter + Duration::from_millis(500);
+        if self.priorities {
+            // A lower candidate holds off for a better live one for at most that one's renew
+            // interval plus its database timeout after it was last seen (P6's one addition).
+            if let Ok(timing) = tenure::Timing::from_ttl(ttl) {
+                crash_bound += timing.renew_interval() + timing.db_timeout();
+            }
+        }
+        let crash_bound = Some(crash_bound);
         match self.fault {
             Fault::Kill => Expect {
                 exclusive: true,

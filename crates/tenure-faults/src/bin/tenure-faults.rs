@@ -102,6 +102,9 @@ enum Command {
         work_ms: u64,
         #[arg(long)]
         stop_file: Option<PathBuf>,
+        /// The elector's priority (higher preferred).
+        #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
+        priority: i32,
     },
     /// A busy loop for the CPU-starvation fault (started by the runner).
     #[command(hide = true)]
@@ -134,6 +137,7 @@ fn main() -> ExitCode {
             table,
             work_ms,
             stop_file,
+            priority,
         } => {
             let config = node::NodeConfig {
                 url,
@@ -151,6 +155,7 @@ fn main() -> ExitCode {
                 table,
                 work: Duration::from_millis(work_ms),
                 stop_file,
+                priority,
             };
             let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
             match runtime.block_on(node::run(config)) {

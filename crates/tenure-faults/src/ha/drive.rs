@@ -121,6 +121,7 @@ async fn drive(
             Workload::Elector
         },
         shared_id: false,
+        priorities: false,
     };
     let (mut c, fault_at, target_name) = match scenario.fault {
         DbFault::Standby | DbFault::ReadOnly => {

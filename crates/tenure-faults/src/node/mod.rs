@@ -45,6 +45,8 @@ pub struct NodeConfig {
     /// If this file appears, the next fenced write stops this process (SIGSTOP) inside its
     /// transaction, after the fence check (the SQLite fault); the file is removed first.
     pub stop_file: Option<PathBuf>,
+    /// The elector's priority among the candidates (higher preferred).
+    pub priority: i32,
 }
 
 /// Runs a node until SIGTERM or SIGINT; then shuts the elector down (releasing) and returns.
@@ -84,6 +86,7 @@ pub async fn run(config: NodeConfig) -> Result<(), String> {
     }
     let elector = Elector::builder(store, &config.name)
         .candidate(&config.candidate)
+        .priority(config.priority)
         .timing(timing)
         .spawn()
         .map_err(|e| e.to_string())?;

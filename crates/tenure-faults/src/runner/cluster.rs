@@ -58,6 +58,8 @@ pub struct Cluster {
     /// The lock workload's leases (unused by the elector workload).
     pub locks: LockSet,
     pub shared_id: bool,
+    /// Slot `i` campaigns with priority `i` (`Scenario::priorities`).
+    pub priorities: bool,
     pub table: String,
     pub settings: Settings,
     pub nemesis: EventLog,
@@ -137,6 +139,7 @@ impl Cluster {
             workload: scenario.workload,
             locks,
             shared_id: scenario.shared_id,
+            priorities: scenario.priorities,
             table,
             settings: settings.clone(),
             nemesis: EventLog::create(&dir.join("nemesis.jsonl"), "nemesis")
@@ -154,6 +157,15 @@ impl Cluster {
     /// write transaction.
     pub fn stop_file(&self, id: &str) -> PathBuf {
         self.dir.join(format!("{id}.stop"))
+    }
+
+    /// The priority `slot` campaigns with: its index where the scenario has priorities.
+    fn priority_of(&self, slot: usize) -> i32 {
+        if self.priorities {
+            i32::try_from(slot).unwrap_or(i32::MAX)
+        } else {
+            0
+        }
     }
 
     /// Starts a new incarnation of `slot`.
@@ -189,6 +201,7 @@ impl Cluster {
             .args(["--table", &self.table])
             .arg("--stop-file")
             .arg(self.stop_file(&id))
+            .args(["--priority", &self.priority_of(slot).to_string()])
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
