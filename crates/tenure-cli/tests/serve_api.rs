@@ -9,7 +9,11 @@ use std::time::{Duration, Instant};
 use support::runtime;
 use support::serve::*;
 
-per_backend!(sidecar_over_http, leader_check_moves_with_the_leader);
+per_backend!(
+    sidecar_over_http,
+    leader_check_moves_with_the_leader,
+    an_observer_follows_and_never_leads
+);
 
 fn leads(server: &Server, name: &str) -> bool {
     server.get(&format!("/v1/leader-check/{name}")).status == 200
@@ -342,6 +346,77 @@ fn leader_check_moves_with_the_leader(kind: BackendKind) {
     assert_eq!(check["term"].as_u64().unwrap(), term + 1);
     eprintln!("{kind}: leader-check moved {took:?} after SIGTERM to the leader's server");
     drop(second);
+    rt.block_on(db.drop_tables());
+}
+
+/// `--observe`: the observer registers (with its priority, marked an observer), follows the
+/// leader, answers 503 at its leader-check, and never takes the lease, not even when it is
+/// free for two ttls.
+fn an_observer_follows_and_never_leads(kind: BackendKind) {
+    let rt = runtime();
+    let Some(db) = rt.block_on(Db::new(kind)) else {
+        return;
+    };
+    let common = [
+        "--campaign",
+        "alpha",
+        "--ttl",
+        "2s",
+        "--poll-interval",
+        "100ms",
+    ];
+    let mut leader =
+        db.serve(&[&common[..], &["--candidate", "node-a", "--priority", "1"]].concat());
+    let observer = db.serve(
+        &[
+            &common[..],
+            &["--candidate", "watcher", "--priority", "100", "--observe"],
+        ]
+        .concat(),
+    );
+    eventually(Duration::from_secs(10), "node-a leads", || {
+        leads(&leader, "alpha").then_some(())
+    });
+    let listed = eventually(Duration::from_secs(10), "both are registered", || {
+        let roster = observer.get("/v1/candidates/alpha").json();
+        (roster["candidates"].as_array()?.len() == 2).then_some(roster)
+    });
+    assert_eq!(listed["leader"], "node-a", "{listed}");
+    let watcher = &listed["candidates"][1];
+    assert_eq!(
+        (
+            &watcher["candidate"],
+            &watcher["observer"],
+            &watcher["priority"]
+        ),
+        (&json!("watcher"), &json!(true), &json!(100)),
+        "{listed}"
+    );
+    assert!(!leads(&observer, "alpha"));
+    eventually(
+        Duration::from_secs(10),
+        "the observer sees node-a lead",
+        || {
+            let mine = observer.get("/v1/self/alpha").json();
+            (mine["role"] == "follower" && mine["leader"]["holder"] == "node-a").then_some(())
+        },
+    );
+
+    // The leader stops: the lease is free, and stays free — the observer never campaigns.
+    assert_eq!(
+        leader
+            .terminate(Duration::from_secs(10))
+            .and_then(|s| s.code()),
+        Some(0)
+    );
+    let until = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < until {
+        let lease = observer.get("/v1/status/alpha").json();
+        assert_eq!(lease["lease"]["holder"], Value::Null, "{lease}");
+        assert!(!leads(&observer, "alpha"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(observer);
     rt.block_on(db.drop_tables());
 }
 
