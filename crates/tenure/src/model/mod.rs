@@ -9,6 +9,7 @@
 //! of operations and real expiries.
 
 mod ops;
+pub mod spread;
 mod standing;
 mod term;
 mod time;
@@ -444,6 +445,8 @@ mod property_tests;
 mod purpose_tests;
 #[cfg(test)]
 mod release_tests;
+#[cfg(test)]
+mod spread_tests;
 #[cfg(test)]
 mod standing_tests;
 #[cfg(test)]
