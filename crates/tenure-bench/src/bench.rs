@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The whole run; its tables on stdout, progress on stderr.
-pub async fn main(opts: Options) -> Result<(), String> {
+pub(crate) async fn main(opts: Options) -> Result<(), String> {
     for b in &opts.backends {
         Engine::parse(b)
             .ok_or_else(|| format!("unknown backend {b:?} (postgres, mysql, sqlite)"))?;

@@ -10,7 +10,7 @@ use crate::procs::{append_stamp, mono_ns, own_pids, Stamp};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal};
 use std::path::Path;
 
-pub fn run(stamps: &Path) -> std::io::Result<()> {
+pub(crate) fn run(stamps: &Path) -> std::io::Result<()> {
     let mut set = SigSet::empty();
     set.add(Signal::SIGTERM);
     set.add(Signal::SIGINT);

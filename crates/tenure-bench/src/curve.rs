@@ -24,16 +24,16 @@ use std::time::Duration;
 use tenure::{Locks, Store, StoreOptions};
 
 /// Concurrent tasks of the lock-cycle curve.
-pub const TASKS: [usize; 4] = [1, 8, 32, 128];
+pub(crate) const TASKS: [usize; 4] = [1, 8, 32, 128];
 
 /// Table prefixes (after the run's) of the curve: its lock cycles, then each size of leases
 /// held ([`Plan::curve_leases`]) on tables of its own, so that every size starts from vacant
 /// leases.
-pub const PREFIXES: [&str; 4] = ["k_", "h0_", "h1_", "h2_"];
+pub(crate) const PREFIXES: [&str; 4] = ["k_", "h0_", "h1_", "h2_"];
 
 /// One point of the lock-cycle curve.
 #[derive(Clone, Debug, Serialize)]
-pub struct CyclePoint {
+pub(crate) struct CyclePoint {
     pub tasks: usize,
     pub tenure: Throughput,
     pub raw: Throughput,
@@ -41,7 +41,7 @@ pub struct CyclePoint {
 
 /// One point of the leases-held curve: what `hold-leases` measured, or why it could not.
 #[derive(Clone, Debug, Serialize)]
-pub struct LeasePoint {
+pub(crate) struct LeasePoint {
     pub leases: usize,
     pub held: Option<Held>,
     pub error: Option<String>,
@@ -49,7 +49,7 @@ pub struct LeasePoint {
 
 /// A backend's curve.
 #[derive(Clone, Debug, Serialize)]
-pub struct Curve {
+pub(crate) struct Curve {
     /// `PostgreSQL`, `MariaDB`, `SQLite`.
     pub backend: String,
     /// Connections of the store's (and the raw SQL's) pool.
@@ -59,7 +59,7 @@ pub struct Curve {
 }
 
 /// The pool the curve's store and raw SQL use: SQLite has one writer.
-pub fn pool_size(engine: Engine, asked: u32) -> u32 {
+pub(crate) fn pool_size(engine: Engine, asked: u32) -> u32 {
     if engine == Engine::Sqlite {
         1
     } else {
@@ -69,7 +69,11 @@ pub fn pool_size(engine: Engine, asked: u32) -> u32 {
 
 /// Lock cycles at every point of [`TASKS`], tenure then raw SQL, `run` each after a 0.5 s
 /// warm-up; a point whose cycles all failed is kept (with its errors), not dropped.
-pub async fn cycles(target: &Target, pool: u32, run: Duration) -> Result<Vec<CyclePoint>, String> {
+pub(crate) async fn cycles(
+    target: &Target,
+    pool: u32,
+    run: Duration,
+) -> Result<Vec<CyclePoint>, String> {
     let key = target.engine.key();
     let mut options =
         StoreOptions::default().table_prefix(format!("{}{}", target.prefix, PREFIXES[0]));
@@ -124,7 +128,7 @@ fn errors(t: &Throughput) -> String {
 }
 
 /// The curve as rows of the backend's table.
-pub fn rows(curve: &Curve) -> Vec<Row> {
+pub(crate) fn rows(curve: &Curve) -> Vec<Row> {
     let mut rows = Vec::new();
     for p in &curve.cycles {
         let measure = format!(
@@ -178,7 +182,7 @@ pub fn rows(curve: &Curve) -> Vec<Row> {
 }
 
 /// The cost curve of one backend: lock cycles at [`TASKS`], then each size of leases.
-pub async fn measure(plan: &Plan, target: &Target) -> Result<Curve, String> {
+pub(crate) async fn measure(plan: &Plan, target: &Target) -> Result<Curve, String> {
     let key = target.engine.key();
     let pool = pool_size(target.engine, plan.opts.curve_pool);
     let cycles = cycles(target, pool, plan.curve_run).await?;

@@ -14,7 +14,7 @@ use std::time::Duration;
 /// A native sqlx pool of one engine (the Any driver would add overhead the library does not
 /// have, which would flatter it against the raw-SQL baseline).
 #[derive(Clone)]
-pub enum Pool {
+pub(crate) enum Pool {
     Pg(PgPool),
     My(MySqlPool),
     Lite(SqlitePool),
@@ -33,25 +33,25 @@ macro_rules! with_pool {
 pub(crate) use with_pool;
 
 impl Pool {
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         with_pool!(self, p => p.close().await)
     }
 
     /// Runs `sql` (no parameters, no result).
-    pub async fn execute(&self, sql: &str) -> Result<(), sqlx::Error> {
+    pub(crate) async fn execute(&self, sql: &str) -> Result<(), sqlx::Error> {
         with_pool!(self, p => sqlx::query(sql).execute(p).await.map(|_| ()))
     }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Engine {
+pub(crate) enum Engine {
     Postgres,
     MySql,
     Sqlite,
 }
 
 impl Engine {
-    pub fn parse(s: &str) -> Option<Engine> {
+    pub(crate) fn parse(s: &str) -> Option<Engine> {
         match s.trim() {
             "postgres" | "postgresql" | "pg" => Some(Engine::Postgres),
             "mysql" | "mariadb" => Some(Engine::MySql),
@@ -60,7 +60,7 @@ impl Engine {
         }
     }
 
-    pub fn title(self) -> &'static str {
+    pub(crate) fn title(self) -> &'static str {
         match self {
             Engine::Postgres => "PostgreSQL",
             Engine::MySql => "MariaDB",
@@ -68,7 +68,7 @@ impl Engine {
         }
     }
 
-    pub fn key(self) -> &'static str {
+    pub(crate) fn key(self) -> &'static str {
         match self {
             Engine::Postgres => "postgres",
             Engine::MySql => "mysql",
@@ -79,7 +79,7 @@ impl Engine {
 
 /// One database under test, with the table prefix of this run.
 #[derive(Clone, Debug)]
-pub struct Target {
+pub(crate) struct Target {
     pub engine: Engine,
     pub url: String,
     /// tenure's tables are `<prefix>lease`, … ; the baselines' `<prefix>raw_lock`, ….
@@ -90,7 +90,7 @@ impl Target {
     /// A native sqlx pool of `max` connections for the baselines, configured as tenure
     /// configures its own: MySQL family in READ COMMITTED, SQLite in WAL with
     /// `synchronous=FULL`.
-    pub async fn raw_pool(&self, max: u32) -> Result<Pool, sqlx::Error> {
+    pub(crate) async fn raw_pool(&self, max: u32) -> Result<Pool, sqlx::Error> {
         let timeout = Duration::from_secs(10);
         Ok(match self.engine {
             Engine::Postgres => Pool::Pg(
@@ -139,14 +139,14 @@ impl Target {
     }
 
     /// The lease table of tenure for this run.
-    pub fn lease_table(&self) -> String {
+    pub(crate) fn lease_table(&self) -> String {
         format!("{}lease", self.prefix)
     }
 }
 
 /// Server-side counters, read before and after a window.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Counters {
+pub(crate) struct Counters {
     /// PostgreSQL: `scans` (`seq_scan + idx_scan` of one table: an `IN` list of n names
     /// counts n index scans), `writes` (its `n_tup_upd + n_tup_ins`) and the database's `xact_commit`.
     /// MariaDB: the server's `questions`, `com_update` and `com_commit`.
@@ -155,7 +155,7 @@ pub struct Counters {
 
 impl Counters {
     /// `after - before`, per counter.
-    pub fn delta(&self, before: &Counters) -> Counters {
+    pub(crate) fn delta(&self, before: &Counters) -> Counters {
         Counters {
             values: self
                 .values
@@ -177,7 +177,7 @@ impl Counters {
 ///
 /// PostgreSQL publishes table statistics at the end of each transaction, with up to a second's
 /// delay (`stats_fetch_consistency`): callers wait a moment before reading.
-pub async fn counters(pool: &Pool, table: &str) -> Counters {
+pub(crate) async fn counters(pool: &Pool, table: &str) -> Counters {
     let mut values = Vec::new();
     match pool {
         Pool::Pg(pool) => {
@@ -211,7 +211,7 @@ pub async fn counters(pool: &Pool, table: &str) -> Counters {
 }
 
 /// Drops every table of this run (tenure's and the baselines').
-pub async fn drop_tables(target: &Target) {
+pub(crate) async fn drop_tables(target: &Target) {
     let Ok(pool) = target.raw_pool(1).await else {
         return;
     };
@@ -243,12 +243,12 @@ pub async fn drop_tables(target: &Target) {
 }
 
 /// The SQLite URL of a file in `dir`.
-pub fn sqlite_url(dir: &Path, file: &str) -> String {
+pub(crate) fn sqlite_url(dir: &Path, file: &str) -> String {
     format!("sqlite://{}", dir.join(file).display())
 }
 
 /// The server's version, for the report.
-pub async fn version(target: &Target) -> String {
+pub(crate) async fn version(target: &Target) -> String {
     let Ok(pool) = target.raw_pool(1).await else {
         return "unreachable".into();
     };

@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::process::Command;
 
 /// The running server. Dropping it kills etcd and removes its data dir.
-pub struct Etcd {
+pub(crate) struct Etcd {
     proc: Option<Proc>,
     _data: tempfile::TempDir,
     pub endpoint: String,
@@ -25,7 +25,7 @@ pub struct Etcd {
 impl Etcd {
     /// Starts `etcd_bin` with client port `port` and peer port `port + 10`, and waits until it
     /// answers.
-    pub async fn start(etcd_bin: &Path, port: u16, log: &Path) -> Result<Etcd, String> {
+    pub(crate) async fn start(etcd_bin: &Path, port: u16, log: &Path) -> Result<Etcd, String> {
         let data = tempfile::tempdir().map_err(|e| e.to_string())?;
         let client = format!("http://127.0.0.1:{port}");
         let peer = format!("http://127.0.0.1:{}", port + 10);
@@ -86,7 +86,7 @@ impl Etcd {
     }
 
     /// Kills etcd now.
-    pub async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         if let Some(p) = self.proc.take() {
             p.finish(Duration::ZERO).await;
         }
@@ -95,13 +95,13 @@ impl Etcd {
 
 /// JSON over HTTP/1.1 to etcd's gateway.
 #[derive(Clone)]
-pub struct Http {
+pub(crate) struct Http {
     client: Client<HttpConnector, Full<Bytes>>,
     base: String,
 }
 
 impl Http {
-    pub fn new(endpoint: &str) -> Http {
+    pub(crate) fn new(endpoint: &str) -> Http {
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .build_http();
@@ -130,14 +130,14 @@ impl Http {
         Ok(value)
     }
 
-    pub async fn get(&self, path: &str) -> Result<Value, String> {
+    pub(crate) async fn get(&self, path: &str) -> Result<Value, String> {
         let req = hyper::Request::get(format!("{}{path}", self.base))
             .body(Full::new(Bytes::new()))
             .map_err(|e| e.to_string())?;
         self.send(req).await
     }
 
-    pub async fn post(&self, path: &str, body: &Value) -> Result<Value, String> {
+    pub(crate) async fn post(&self, path: &str, body: &Value) -> Result<Value, String> {
         let req = hyper::Request::post(format!("{}{path}", self.base))
             .header("content-type", "application/json")
             .body(Full::new(Bytes::from(body.to_string())))
@@ -146,7 +146,7 @@ impl Http {
     }
 
     /// Grants a lease of `ttl_s` seconds; returns its id.
-    pub async fn grant(&self, ttl_s: u64) -> Result<String, String> {
+    pub(crate) async fn grant(&self, ttl_s: u64) -> Result<String, String> {
         let v = self
             .post("/v3/lease/grant", &json!({ "TTL": ttl_s }))
             .await?;
@@ -159,7 +159,7 @@ impl Http {
     /// etcd's `concurrency.Mutex` without the wait: puts `key` under `lease` if it does not
     /// exist (create revision 0), in one transaction. Returns the revision of the put (the
     /// fencing token, as `ETCD_LOCK_REV`) or `None` when someone holds it.
-    pub async fn try_lock(&self, key: &str, lease: &str) -> Result<Option<i64>, String> {
+    pub(crate) async fn try_lock(&self, key: &str, lease: &str) -> Result<Option<i64>, String> {
         let k = B64.encode(key);
         let body = json!({
             "compare": [{ "key": k, "target": "CREATE", "result": "EQUAL", "create_revision": "0" }],
@@ -177,7 +177,7 @@ impl Http {
     }
 
     /// Deletes `key` (the unlock of `concurrency.Mutex`).
-    pub async fn unlock(&self, key: &str) -> Result<(), String> {
+    pub(crate) async fn unlock(&self, key: &str) -> Result<(), String> {
         self.post("/v3/kv/deleterange", &json!({ "key": B64.encode(key) }))
             .await
             .map(|_| ())
@@ -186,7 +186,7 @@ impl Http {
 
 /// `etcdctl lock --ttl N NAME -- CMD…` against `endpoint` (without `--` etcdctl would read
 /// CMD's options as its own).
-pub fn lock_command(
+pub(crate) fn lock_command(
     etcdctl: &Path,
     endpoint: &str,
     ttl_s: u64,

@@ -31,7 +31,7 @@ use tokio::time::Instant;
 
 /// Who campaigns.
 #[derive(Clone, Debug)]
-pub enum Contender {
+pub(crate) enum Contender {
     /// `tenure --database-url URL --table-prefix P run NAME --ttl TTL -- CHILD`.
     Tenure {
         bin: PathBuf,
@@ -47,7 +47,7 @@ pub enum Contender {
 }
 
 /// What every scenario needs to start candidates.
-pub struct Setup {
+pub(crate) struct Setup {
     pub contender: Contender,
     /// This benchmark's own executable (the child and the seeds' candidate).
     pub bench: PathBuf,
@@ -67,7 +67,10 @@ impl Setup {
     }
 
     fn ttl_s(&self) -> u64 {
-        self.ttl.as_secs_f64().ceil() as u64
+        // A ttl of seconds to minutes: positive and far below u64::MAX.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let secs = self.ttl.as_secs_f64().ceil() as u64;
+        secs
     }
 
     fn command(&self, k: usize, stamps: &Path) -> Command {
@@ -119,7 +122,7 @@ impl Setup {
 
 /// Which scenario.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scenario {
+pub(crate) enum Scenario {
     Crash,
     Handover,
 }
@@ -189,7 +192,7 @@ impl Field<'_> {
 /// Runs `trials` trials of `scenario`; each sample is seconds from the kill (crash) or the
 /// child's stop (handover) to the next child's start. A trial that does not complete within
 /// 3 × ttl + 5 s counts as failed.
-pub async fn measure(
+pub(crate) async fn measure(
     setup: &Setup,
     scenario: Scenario,
     trials: usize,
@@ -305,7 +308,7 @@ fn tenure_setup(plan: &Plan, target: &Target, name: &str) -> Setup {
 }
 
 /// The crash failover rows of one backend: tenure and the seeds' SQL beside the peers.
-pub async fn crash_rows(
+pub(crate) async fn crash_rows(
     plan: &Plan,
     target: &Target,
     peers: &[Peer],
@@ -394,7 +397,7 @@ pub async fn crash_rows(
 }
 
 /// The graceful handover rows of one backend, beside the peers.
-pub async fn handover_rows(
+pub(crate) async fn handover_rows(
     plan: &Plan,
     target: &Target,
     peers: &[Peer],

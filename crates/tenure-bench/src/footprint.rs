@@ -12,21 +12,21 @@ use tokio::process::Command;
 use tokio::time::Instant;
 
 /// Where `tenure run` keeps its leases.
-pub enum Database {
+pub(crate) enum Database {
     /// `--database-url URL --table-prefix P`.
     Url { url: String, prefix: String },
     /// No `--database-url`: the SQLite default under `$XDG_STATE_HOME` (a temporary dir).
     SqliteDefault { state_home: PathBuf },
 }
 
-pub struct Footprint {
+pub(crate) struct Footprint {
     /// Seconds from spawning `tenure run` to the child's start stamp.
     pub startup: Summary,
     /// The largest VmRSS seen (kB), one second into the tenure.
     pub rss_kb: Option<u64>,
 }
 
-pub async fn measure(
+pub(crate) async fn measure(
     tenure: &Path,
     bench: &Path,
     db: &Database,
@@ -80,7 +80,7 @@ pub async fn measure(
         startups.push(secs);
         // A second into the tenure: a few renewals done.
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let rss = rss_kb(proc.pid as u32).map(|(rss, _)| rss);
+        let rss = rss_kb(u32::try_from(proc.pid).unwrap_or(0)).map(|(rss, _)| rss);
         eprintln!(
             "  footprint {label} trial {trial}/{trials}: child started after {:.1} ms, supervisor RSS {} kB",
             secs * 1e3,
@@ -97,7 +97,7 @@ pub async fn measure(
 }
 
 /// The footprint rows of one backend: the supervisor's RSS and its start-up time.
-pub async fn rows(plan: &Plan, target: &Target) -> Result<Vec<Row>, String> {
+pub(crate) async fn rows(plan: &Plan, target: &Target) -> Result<Vec<Row>, String> {
     let (db, label) = match target.engine {
         Engine::Sqlite => (
             Database::SqliteDefault {

@@ -16,7 +16,7 @@ use tenure::{LockOptions, Locks, Store, StoreOptions};
 use tokio::time::Instant;
 
 /// What takes and releases.
-pub enum System {
+pub(crate) enum System {
     Tenure(Locks),
     Raw(Raw),
     /// etcd with one session lease shared by every lock, as `concurrency.Session` does.
@@ -58,13 +58,13 @@ impl System {
 }
 
 /// Lock names of task `i`.
-pub fn lock_name(i: usize) -> String {
+pub(crate) fn lock_name(i: usize) -> String {
     format!("lock-{i}")
 }
 
 /// Runs `tasks` concurrent loops of cycles for `warmup + run`; counts the cycles that started
 /// after the warm-up.
-pub async fn measure(
+pub(crate) async fn measure(
     system: Arc<System>,
     tasks: usize,
     warmup: Duration,
@@ -111,7 +111,7 @@ pub async fn measure(
 }
 
 /// The lock-cycle rows of one backend: tenure beside raw SQL and the peers, at 1 and 8 tasks.
-pub async fn rows(plan: &Plan, target: &Target, peers: &[Peer]) -> Result<Vec<Row>, String> {
+pub(crate) async fn rows(plan: &Plan, target: &Target, peers: &[Peer]) -> Result<Vec<Row>, String> {
     let key = target.engine.key();
     let warmup = Duration::from_millis(500);
     let store = Store::connect_with(

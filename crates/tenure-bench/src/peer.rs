@@ -4,7 +4,7 @@
 use crate::report::{Summary, Throughput};
 
 /// A peer's figures (etcd, ZooKeeper), measured once and set beside every backend's.
-pub struct Peer {
+pub(crate) struct Peer {
     /// `etcd`, `ZooKeeper`.
     pub name: &'static str,
     /// What was measured, for the note under every table.
@@ -20,7 +20,7 @@ pub struct Peer {
 }
 
 impl Peer {
-    pub fn new(name: &'static str, elects: &'static str, hands_over: &'static str) -> Peer {
+    pub(crate) fn new(name: &'static str, elects: &'static str, hands_over: &'static str) -> Peer {
         Peer {
             name,
             about: String::new(),

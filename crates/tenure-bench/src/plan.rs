@@ -6,10 +6,10 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// The cost curve's sizes of leases held by one process (a quick run stops at 10,000).
-pub const CURVE_LEASES: [usize; 3] = [1_000, 10_000, 100_000];
+pub(crate) const CURVE_LEASES: [usize; 3] = [1_000, 10_000, 100_000];
 
 /// What to run, after `--quick` and `--only`.
-pub struct Plan {
+pub(crate) struct Plan {
     pub opts: Options,
     /// Trials of each failover and handover figure.
     pub trials: usize,
@@ -40,7 +40,7 @@ pub struct Plan {
 
 impl Plan {
     /// The plan of `opts`: a `--quick` run caps trials, windows and sizes.
-    pub fn new(opts: Options, dir: PathBuf, tenure: PathBuf, bench: PathBuf) -> Plan {
+    pub(crate) fn new(opts: Options, dir: PathBuf, tenure: PathBuf, bench: PathBuf) -> Plan {
         let quick = opts.quick;
         Plan {
             trials: if quick {
@@ -76,7 +76,7 @@ impl Plan {
     }
 
     /// Whether `--only` names the benchmark `what`.
-    pub fn wants(&self, what: &str) -> bool {
+    pub(crate) fn wants(&self, what: &str) -> bool {
         self.opts.only.iter().any(|o| o == what)
     }
 }

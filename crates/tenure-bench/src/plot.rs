@@ -51,7 +51,7 @@ fn load_font(font: &Path) -> Result<(), String> {
 }
 
 /// Draws `curves` into `path` (PNG, 1500 × 900).
-pub fn draw(curves: &[Curve], path: &Path, font: &Path) -> Result<(), String> {
+pub(crate) fn draw(curves: &[Curve], path: &Path, font: &Path) -> Result<(), String> {
     load_font(font)?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         if !dir.is_dir() {

@@ -13,14 +13,14 @@ use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
 /// CLOCK_MONOTONIC in nanoseconds: one clock for every process on this machine.
-pub fn mono_ns() -> i64 {
+pub(crate) fn mono_ns() -> i64 {
     let t = clock_gettime(ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC");
     t.tv_sec() * 1_000_000_000 + t.tv_nsec()
 }
 
 /// A process the benchmark started: SIGKILLed when dropped, and (parent-death signal) when
 /// the benchmark itself dies.
-pub struct Proc {
+pub(crate) struct Proc {
     pub child: Child,
     pub pid: i32,
 }
@@ -30,7 +30,7 @@ impl Proc {
     ///
     /// Must be called from the benchmark's main thread (the `block_on` future, never a spawned
     /// task): the parent-death signal fires when the *thread* that forked exits.
-    pub fn spawn(mut command: Command, log: &Path) -> io::Result<Proc> {
+    pub(crate) fn spawn(mut command: Command, log: &Path) -> io::Result<Proc> {
         let out = File::options().create(true).append(true).open(log)?;
         command
             .stdin(Stdio::null())
@@ -44,17 +44,17 @@ impl Proc {
             });
         }
         let child = command.spawn()?;
-        let pid = child.id().map_or(0, |p| p as i32);
+        let pid = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
         Ok(Proc { child, pid })
     }
 
     /// Sends `signal` to the process (a process already gone is not an error).
-    pub fn signal(&self, signal: Signal) {
+    pub(crate) fn signal(&self, signal: Signal) {
         let _ = kill(Pid::from_raw(self.pid), signal);
     }
 
     /// Waits up to `within` for the process to exit; SIGKILLs it if it does not.
-    pub async fn finish(mut self, within: Duration) {
+    pub(crate) async fn finish(mut self, within: Duration) {
         if tokio::time::timeout(within, self.child.wait())
             .await
             .is_err()
@@ -66,20 +66,20 @@ impl Proc {
 
 /// The parent pid in the text of `/proc/PID/stat` (the field after the state, which follows
 /// the command name's closing parenthesis; the name may hold spaces and parentheses).
-pub fn stat_ppid(stat: &str) -> Option<i32> {
+pub(crate) fn stat_ppid(stat: &str) -> Option<i32> {
     let rest = &stat[stat.rfind(')')? + 1..];
     rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// The parent of `pid`, as the mounted /proc numbers it.
-pub fn parent_of(pid: i32) -> Option<i32> {
+pub(crate) fn parent_of(pid: i32) -> Option<i32> {
     stat_ppid(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
 /// This process's pid and its parent's as the mounted /proc numbers them: the host's, also
 /// for a child of `tenure run` in a PID namespace (tenure does not remount /proc), where
 /// `getpid` would say 2 and `getppid` 1. `getpid`/`getppid` if /proc cannot tell.
-pub fn own_pids() -> (i32, i32) {
+pub(crate) fn own_pids() -> (i32, i32) {
     let pid = std::fs::read_link("/proc/self")
         .ok()
         .and_then(|p| p.to_str()?.parse().ok());
@@ -88,13 +88,16 @@ pub fn own_pids() -> (i32, i32) {
             pid,
             parent_of(pid).unwrap_or_else(|| nix::unistd::getppid().as_raw()),
         ),
-        None => (std::process::id() as i32, nix::unistd::getppid().as_raw()),
+        None => (
+            nix::unistd::getpid().as_raw(),
+            nix::unistd::getppid().as_raw(),
+        ),
     }
 }
 
 /// The first of `ours` that `pid` is or descends from, walking up the parents in /proc (the
 /// candidate process the benchmark started, above `tenure run`'s keeper and init).
-pub fn ancestor_in(pid: i32, ours: &[i32]) -> Option<i32> {
+pub(crate) fn ancestor_in(pid: i32, ours: &[i32]) -> Option<i32> {
     let mut p = pid;
     for _ in 0..16 {
         if ours.contains(&p) {
@@ -109,7 +112,7 @@ pub fn ancestor_in(pid: i32, ours: &[i32]) -> Option<i32> {
 }
 
 /// Sends `signal` to `pid` and returns the monotonic instant just before it was sent.
-pub fn signal_at(pid: i32, signal: Signal) -> i64 {
+pub(crate) fn signal_at(pid: i32, signal: Signal) -> i64 {
     let at = mono_ns();
     let _ = kill(Pid::from_raw(pid), signal);
     at
@@ -117,7 +120,7 @@ pub fn signal_at(pid: i32, signal: Signal) -> i64 {
 
 /// One line of the stamp file.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Stamp {
+pub(crate) struct Stamp {
     /// `start` or `stop`.
     pub event: String,
     pub mono_ns: i64,
@@ -132,14 +135,14 @@ pub struct Stamp {
 
 impl Stamp {
     /// The line format: `EVENT MONO_NS PID SUPERVISOR TOKEN`.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         format!(
             "{} {} {} {} {}\n",
             self.event, self.mono_ns, self.pid, self.supervisor, self.token
         )
     }
 
-    pub fn parse(line: &str) -> Option<Stamp> {
+    pub(crate) fn parse(line: &str) -> Option<Stamp> {
         let mut f = line.split_whitespace();
         Some(Stamp {
             event: f.next()?.to_string(),
@@ -150,20 +153,20 @@ impl Stamp {
         })
     }
 
-    pub fn is_start(&self) -> bool {
+    pub(crate) fn is_start(&self) -> bool {
         self.event == "start"
     }
 }
 
 /// Appends `stamp` to `path` in one `write` (O_APPEND: lines of concurrent writers never mix).
-pub fn append_stamp(path: &Path, stamp: &Stamp) -> io::Result<()> {
+pub(crate) fn append_stamp(path: &Path, stamp: &Stamp) -> io::Result<()> {
     use std::io::Write;
     let mut f = File::options().create(true).append(true).open(path)?;
     f.write_all(stamp.line().as_bytes())
 }
 
 /// Reads a stamp file as it grows.
-pub struct Stamps {
+pub(crate) struct Stamps {
     path: PathBuf,
     offset: u64,
     partial: String,
@@ -174,7 +177,7 @@ pub struct Stamps {
 }
 
 impl Stamps {
-    pub fn new(path: PathBuf) -> Stamps {
+    pub(crate) fn new(path: PathBuf) -> Stamps {
         Stamps {
             path,
             offset: 0,
@@ -184,7 +187,7 @@ impl Stamps {
         }
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
@@ -214,7 +217,7 @@ impl Stamps {
     /// Stamps read together with an earlier match are looked at too: a handover's stop and the
     /// next start can arrive in one read (etcd's come 5 ms apart), and skipping them lost the
     /// start.
-    pub async fn wait_for(
+    pub(crate) async fn wait_for(
         &mut self,
         until: Instant,
         pred: impl Fn(&Stamp) -> bool,
@@ -234,7 +237,7 @@ impl Stamps {
     }
 
     /// The most recent start stamp whose process has not stopped (per the file).
-    pub fn current_leader(&mut self) -> Option<Stamp> {
+    pub(crate) fn current_leader(&mut self) -> Option<Stamp> {
         self.poll();
         let last = self.seen.iter().rev().find(|s| s.is_start())?;
         let stopped = self.seen.iter().any(|s| !s.is_start() && s.pid == last.pid);
@@ -243,7 +246,7 @@ impl Stamps {
 }
 
 /// Resident set size and its peak (kB) of `pid`, from `/proc/PID/status`.
-pub fn rss_kb(pid: u32) -> Option<(u64, u64)> {
+pub(crate) fn rss_kb(pid: u32) -> Option<(u64, u64)> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let field = |name: &str| {
         status
@@ -258,7 +261,7 @@ pub fn rss_kb(pid: u32) -> Option<(u64, u64)> {
 }
 
 /// CPU time (user + system) this process has used, from `/proc/self/stat`.
-pub fn own_cpu() -> Option<Duration> {
+pub(crate) fn own_cpu() -> Option<Duration> {
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     // Fields after the command name (which may contain spaces) start after the last ')'.
     let rest = &stat[stat.rfind(')')? + 2..];
@@ -268,7 +271,9 @@ pub fn own_cpu() -> Option<Duration> {
     let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
         .ok()
         .flatten()
-        .unwrap_or(100) as u64;
+        .and_then(|hz| u64::try_from(hz).ok())
+        .filter(|&hz| hz > 0)
+        .unwrap_or(100);
     Some(Duration::from_millis(ticks * 1000 / hz))
 }
 
@@ -282,7 +287,7 @@ mod tests {
         assert_eq!(stat_ppid("42 (a (b) c) R 1 42 42 0"), Some(1));
         assert_eq!(stat_ppid("42 (x"), None);
         assert_eq!(stat_ppid(""), None);
-        let me = std::process::id() as i32;
+        let me = nix::unistd::getpid().as_raw();
         assert_eq!(own_pids().0, me);
         assert_eq!(parent_of(me), Some(nix::unistd::getppid().as_raw()));
         assert_eq!(ancestor_in(me, &[me]), Some(me));

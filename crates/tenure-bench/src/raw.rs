@@ -5,7 +5,7 @@
 use crate::db::{Engine, Pool, Target};
 use sqlx::Row;
 
-pub struct Raw {
+pub(crate) struct Raw {
     pool: Pool,
     take: String,
     release: String,
@@ -50,7 +50,7 @@ fn insert(engine: Engine, t: &str, name: &str) -> String {
 
 /// (take, release). take: parameters holder, name; answers the new term when taken.
 /// release: parameters name, holder, term.
-pub fn statements(engine: Engine, t: &str) -> (String, String) {
+pub(crate) fn statements(engine: Engine, t: &str) -> (String, String) {
     match engine {
         Engine::Postgres => (
             format!(
@@ -94,7 +94,7 @@ pub fn statements(engine: Engine, t: &str) -> (String, String) {
 
 impl Raw {
     /// Creates the table and the rows `names` (free), with a pool of `connections`.
-    pub async fn prepare(
+    pub(crate) async fn prepare(
         target: &Target,
         connections: u32,
         names: &[String],
@@ -121,7 +121,7 @@ impl Raw {
     }
 
     /// Takes `name` for `me`: the new term, or `None` if held.
-    pub async fn take(&self, name: &str, me: &str) -> Result<Option<i64>, sqlx::Error> {
+    pub(crate) async fn take(&self, name: &str, me: &str) -> Result<Option<i64>, sqlx::Error> {
         match &self.pool {
             // No `RETURNING` on MySQL: the statement hands the term over as LAST_INSERT_ID.
             Pool::My(p) => {
@@ -130,7 +130,9 @@ impl Raw {
                     .bind(name)
                     .execute(p)
                     .await?;
-                Ok((done.rows_affected() == 1).then_some(done.last_insert_id() as i64))
+                Ok((done.rows_affected() == 1)
+                    .then_some(i64::try_from(done.last_insert_id()).ok())
+                    .flatten())
             }
             pool => crate::db::with_pool!(pool, p => {
                 let row = sqlx::query(&self.take)
@@ -144,7 +146,7 @@ impl Raw {
     }
 
     /// Releases tenure `term` of `name` held by `me`.
-    pub async fn release(&self, name: &str, me: &str, term: i64) -> Result<(), sqlx::Error> {
+    pub(crate) async fn release(&self, name: &str, me: &str, term: i64) -> Result<(), sqlx::Error> {
         crate::db::with_pool!(&self.pool, p => sqlx::query(&self.release)
             .bind(name)
             .bind(me)
@@ -154,7 +156,7 @@ impl Raw {
             .map(|_| ()))
     }
 
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         self.pool.close().await;
     }
 }

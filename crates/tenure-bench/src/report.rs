@@ -7,19 +7,21 @@ use std::time::Duration;
 
 /// The `p`-th percentile (0..=100) of `samples` by the nearest-rank method: the smallest
 /// sample with at least p % of the samples at or below it. `None` for no samples.
-pub fn percentile(samples: &[f64], p: f64) -> Option<f64> {
+pub(crate) fn percentile(samples: &[f64], p: f64) -> Option<f64> {
     if samples.is_empty() {
         return None;
     }
     let mut sorted = samples.to_vec();
     sorted.sort_by(f64::total_cmp);
+    // In 0..=len: p is a percentile (0..=100), and the float's integer part is small.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
     Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 
 /// p50 and p99 of a set of trials, and how many failed.
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct Summary {
+pub(crate) struct Summary {
     pub p50: Option<f64>,
     pub p99: Option<f64>,
     pub ok: usize,
@@ -27,7 +29,7 @@ pub struct Summary {
 }
 
 impl Summary {
-    pub fn of(samples: &[f64], failed: usize) -> Summary {
+    pub(crate) fn of(samples: &[f64], failed: usize) -> Summary {
         Summary {
             p50: percentile(samples, 50.0),
             p99: percentile(samples, 99.0),
@@ -39,7 +41,7 @@ impl Summary {
 
 /// Cycles per second and latency of one configuration.
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct Throughput {
+pub(crate) struct Throughput {
     pub tasks: usize,
     pub cycles: usize,
     pub per_second: f64,
@@ -51,7 +53,7 @@ pub struct Throughput {
 
 impl Throughput {
     /// The figures of every task's `(latencies in ms, errors, first error)`.
-    pub fn merge(
+    pub(crate) fn merge(
         tasks: usize,
         run: Duration,
         parts: impl IntoIterator<Item = (Vec<f64>, usize, Option<String>)>,
@@ -76,7 +78,7 @@ impl Throughput {
 }
 
 /// Lock cycles as the tables show them: per second, p50 and p99, and errors if any.
-pub fn cycles(t: &Throughput) -> String {
+pub(crate) fn cycles(t: &Throughput) -> String {
     let mut s = format!(
         "{}/s (p50 {:.2} ms, p99 {:.2} ms)",
         count(Some(t.per_second)),
@@ -94,7 +96,7 @@ pub fn cycles(t: &Throughput) -> String {
 }
 
 /// A summary in seconds as one in milliseconds.
-pub fn ms(s: &Summary) -> Summary {
+pub(crate) fn ms(s: &Summary) -> Summary {
     Summary {
         p50: s.p50.map(|v| v * 1e3),
         p99: s.p99.map(|v| v * 1e3),
@@ -104,14 +106,14 @@ pub fn ms(s: &Summary) -> Summary {
 
 /// Whether a figure meets its goal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     Pass,
     Miss,
 }
 
 impl Verdict {
     /// `Pass` if `ok`.
-    pub fn from(ok: bool) -> Verdict {
+    pub(crate) fn from(ok: bool) -> Verdict {
         if ok {
             Verdict::Pass
         } else {
@@ -120,11 +122,11 @@ impl Verdict {
     }
 
     /// `Pass` only if every verdict passes (`Miss` for none: nothing was measured).
-    pub fn all(verdicts: &[Verdict]) -> Verdict {
+    pub(crate) fn all(verdicts: &[Verdict]) -> Verdict {
         Verdict::from(!verdicts.is_empty() && verdicts.iter().all(|v| *v == Verdict::Pass))
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Verdict::Pass => "PASS",
             Verdict::Miss => "MISS",
@@ -133,17 +135,17 @@ impl Verdict {
 }
 
 /// `value <= limit`, a missing value misses.
-pub fn at_most(value: Option<f64>, limit: f64) -> Verdict {
+pub(crate) fn at_most(value: Option<f64>, limit: f64) -> Verdict {
     Verdict::from(value.is_some_and(|v| v <= limit))
 }
 
 /// `value >= limit`, a missing value misses.
-pub fn at_least(value: Option<f64>, limit: f64) -> Verdict {
+pub(crate) fn at_least(value: Option<f64>, limit: f64) -> Verdict {
     Verdict::from(value.is_some_and(|v| v >= limit))
 }
 
 /// `a / b`, when both exist and `b` is not zero.
-pub fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+pub(crate) fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
         (Some(a), Some(b)) if b != 0.0 => Some(a / b),
         _ => None,
@@ -151,12 +153,12 @@ pub fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 }
 
 /// Seconds with millisecond precision, or `-`.
-pub fn secs(v: Option<f64>) -> String {
+pub(crate) fn secs(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.3} s"))
 }
 
 /// Milliseconds, or `-`.
-pub fn millis(v: Option<f64>) -> String {
+pub(crate) fn millis(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| {
         if v < 10.0 {
             format!("{v:.2} ms")
@@ -167,13 +169,15 @@ pub fn millis(v: Option<f64>) -> String {
 }
 
 /// A ratio as `0.93×`, or `-`.
-pub fn times(v: Option<f64>) -> String {
+pub(crate) fn times(v: Option<f64>) -> String {
     v.map_or("-".into(), |v| format!("{v:.2}×"))
 }
 
 /// A plain number with a thousands separator (`12,345`), or `-`.
-pub fn count(v: Option<f64>) -> String {
+pub(crate) fn count(v: Option<f64>) -> String {
     let Some(v) = v else { return "-".into() };
+    // A printed figure (counts, milliseconds): far inside i64.
+    #[allow(clippy::cast_possible_truncation)]
     let n = v.round() as i64;
     let digits = n.unsigned_abs().to_string();
     let mut out = String::new();
@@ -190,7 +194,7 @@ pub fn count(v: Option<f64>) -> String {
 }
 
 /// `p50 / p99` of a summary in seconds, with the number of failed trials if any.
-pub fn secs_summary(s: &Summary) -> String {
+pub(crate) fn secs_summary(s: &Summary) -> String {
     let mut out = format!("{} / {}", secs(s.p50), secs(s.p99));
     if s.failed > 0 {
         out.push_str(&format!(" ({} failed)", s.failed));
@@ -199,7 +203,7 @@ pub fn secs_summary(s: &Summary) -> String {
 }
 
 /// `p50 / p99` of a summary in milliseconds, with the number of failed trials if any.
-pub fn millis_summary(s: &Summary) -> String {
+pub(crate) fn millis_summary(s: &Summary) -> String {
     let mut out = format!("{} / {}", millis(s.p50), millis(s.p99));
     if s.failed > 0 {
         out.push_str(&format!(" ({} failed)", s.failed));
@@ -209,7 +213,7 @@ pub fn millis_summary(s: &Summary) -> String {
 
 /// One line of a table: a measure of tenure, optionally set against another system.
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct Row {
+pub(crate) struct Row {
     pub measure: String,
     pub tenure: String,
     /// What tenure is compared with (`etcd 3.4`, `seeds' SQL`, `raw SQL`), or empty.
@@ -222,7 +226,7 @@ pub struct Row {
 }
 
 impl Row {
-    pub fn new(measure: impl Into<String>, tenure: impl Into<String>) -> Row {
+    pub(crate) fn new(measure: impl Into<String>, tenure: impl Into<String>) -> Row {
         Row {
             measure: measure.into(),
             tenure: tenure.into(),
@@ -230,7 +234,7 @@ impl Row {
         }
     }
 
-    pub fn against(
+    pub(crate) fn against(
         mut self,
         who: impl Into<String>,
         theirs: impl Into<String>,
@@ -242,7 +246,7 @@ impl Row {
         self
     }
 
-    pub fn goal(mut self, goal: impl Into<String>, verdict: Verdict) -> Row {
+    pub(crate) fn goal(mut self, goal: impl Into<String>, verdict: Verdict) -> Row {
         self.goal = goal.into();
         self.verdict = Some(verdict);
         self
@@ -251,7 +255,7 @@ impl Row {
 
 /// One backend's results.
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct Table {
+pub(crate) struct Table {
     pub title: String,
     pub rows: Vec<Row>,
     /// Caveats and methods printed under the table.
@@ -269,7 +273,7 @@ const HEADERS: [&str; 7] = [
 ];
 
 impl Table {
-    pub fn new(title: impl Into<String>) -> Table {
+    pub(crate) fn new(title: impl Into<String>) -> Table {
         Table {
             title: title.into(),
             ..Table::default()
@@ -277,7 +281,7 @@ impl Table {
     }
 
     /// A Markdown table (readable as plain text too: the columns are padded).
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let cells: Vec<[String; 7]> = self
             .rows
             .iter()

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 /// What `hold-leases` measured over its window.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct Held {
+pub(crate) struct Held {
     pub leases: usize,
     pub acquire_s: f64,
     pub renew_interval_s: f64,
@@ -45,7 +45,7 @@ pub struct Held {
 }
 
 impl Held {
-    pub fn statements_per_interval(&self) -> f64 {
+    pub(crate) fn statements_per_interval(&self) -> f64 {
         (self.batches * self.statements_per_batch) as f64 / self.intervals
     }
 }
@@ -68,7 +68,7 @@ async fn counting_store(target: &Target) -> Result<(Store, Arc<Counting>), Strin
 
 /// `tenure-bench hold-leases`: takes `leases` locks with ttl `at_most`, then watches
 /// `intervals` renew intervals.
-pub async fn hold_leases(
+pub(crate) async fn hold_leases(
     target: &Target,
     leases: usize,
     at_most: Duration,
@@ -149,7 +149,7 @@ pub async fn hold_leases(
 
 /// What many candidates on one name cost.
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct Crowd {
+pub(crate) struct Crowd {
     pub candidates: usize,
     pub ttl_s: f64,
     pub window_s: f64,
@@ -161,7 +161,7 @@ pub struct Crowd {
 }
 
 /// `candidates` electors on one name in this process, watched for `window` once one leads.
-pub async fn crowd(
+pub(crate) async fn crowd(
     target: &Target,
     candidates: usize,
     ttl: Duration,
@@ -221,7 +221,7 @@ pub async fn crowd(
 /// watched for `intervals` renew intervals) and reads its answer; gives up on it once it has
 /// taken longer than `acquire_within` plus its window.
 #[allow(clippy::too_many_arguments)]
-pub async fn held_by_helper(
+pub(crate) async fn held_by_helper(
     plan: &Plan,
     target: &Target,
     prefix: &str,
@@ -277,7 +277,7 @@ pub async fn held_by_helper(
 
 /// The scale rows of one backend: many locks held by one process, many candidates on one
 /// name; and the note on how they were counted.
-pub async fn rows(plan: &Plan, target: &Target) -> Result<(Vec<Row>, Vec<String>), String> {
+pub(crate) async fn rows(plan: &Plan, target: &Target) -> Result<(Vec<Row>, Vec<String>), String> {
     let key = target.engine.key();
     let at_most = Duration::from_secs(10);
     let prefix = format!("{}s_", target.prefix);

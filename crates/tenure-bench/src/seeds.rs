@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Duration;
 
 /// The election's table; MariaDB exactly as it was first written (a `timestamp`: whole seconds).
-pub fn create_table(engine: Engine, table: &str) -> String {
+pub(crate) fn create_table(engine: Engine, table: &str) -> String {
     match engine {
         Engine::MySql => format!(
             "CREATE TABLE IF NOT EXISTS {table} (anchor tinyint(3) unsigned NOT NULL, \
@@ -35,7 +35,7 @@ pub fn create_table(engine: Engine, table: &str) -> String {
 /// The statement every candidate runs every second, with a timeout of `timeout_s` seconds.
 /// MariaDB: the original statement (its `IF`s see the columns already assigned, left to right).
 /// PostgreSQL and SQLite: the equivalent `INSERT … ON CONFLICT DO UPDATE … WHERE`.
-pub fn upsert(engine: Engine, table: &str, timeout_s: u64) -> String {
+pub(crate) fn upsert(engine: Engine, table: &str, timeout_s: u64) -> String {
     match engine {
         Engine::MySql => format!(
             "insert ignore into {table} (anchor, service_id, last_seen_active) \
@@ -64,7 +64,7 @@ pub fn upsert(engine: Engine, table: &str, timeout_s: u64) -> String {
 }
 
 /// The election's "am I the leader?".
-pub fn am_i_leader(engine: Engine, table: &str) -> String {
+pub(crate) fn am_i_leader(engine: Engine, table: &str) -> String {
     let p = if engine == Engine::Postgres {
         "$1"
     } else {
@@ -74,7 +74,7 @@ pub fn am_i_leader(engine: Engine, table: &str) -> String {
 }
 
 /// Creates the election's table for `target`.
-pub async fn prepare(target: &Target) -> Result<(), String> {
+pub(crate) async fn prepare(target: &Target) -> Result<(), String> {
     let pool = target.raw_pool(1).await.map_err(|e| e.to_string())?;
     let table = format!("{}service_election", target.prefix);
     pool.execute(&create_table(target.engine, &table))
@@ -88,7 +88,7 @@ pub async fn prepare(target: &Target) -> Result<(), String> {
 }
 
 /// One candidate, polling every second from a random phase, until killed.
-pub async fn candidate(
+pub(crate) async fn candidate(
     target: &Target,
     me: &str,
     timeout_s: u64,
@@ -116,8 +116,8 @@ pub async fn candidate(
                 let stamp = Stamp {
                     event: "start".into(),
                     mono_ns: mono_ns(),
-                    pid: std::process::id() as i32,
-                    supervisor: std::process::id() as i32,
+                    pid: nix::unistd::getpid().as_raw(),
+                    supervisor: nix::unistd::getpid().as_raw(),
                     token: "-".into(),
                 };
                 append_stamp(stamps, &stamp).map_err(|e| e.to_string())?;

@@ -14,10 +14,10 @@ use tokio::process::Command;
 const PEER_SCRIPT: &str = include_str!("../peers/zk_peer.py");
 
 /// The kazoo release the docs pin (`python3 -m pip install kazoo==…`).
-pub const KAZOO_PIN: &str = "2.11.0";
+pub(crate) const KAZOO_PIN: &str = "2.11.0";
 
 /// How to start ZooKeeper and its clients.
-pub struct Tools<'a> {
+pub(crate) struct Tools<'a> {
     pub java: &'a Path,
     /// `zookeeper.jar` (its manifest names the other jars).
     pub jar: &'a Path,
@@ -27,7 +27,7 @@ pub struct Tools<'a> {
 }
 
 /// The running server. Dropping it kills ZooKeeper and removes its data dir.
-pub struct ZooKeeper {
+pub(crate) struct ZooKeeper {
     proc: Option<Proc>,
     _data: tempfile::TempDir,
     /// ZooKeeper's version (`srvr`), and kazoo's.
@@ -38,7 +38,7 @@ pub struct ZooKeeper {
 
 /// How to run `zk_peer.py` against the server.
 #[derive(Clone, Debug)]
-pub struct Kazoo {
+pub(crate) struct Kazoo {
     pub python: PathBuf,
     pub script: PathBuf,
     /// `127.0.0.1:PORT`, as kazoo's `hosts`.
@@ -49,7 +49,7 @@ pub struct Kazoo {
 
 /// The server's `zoo.cfg`: standalone, on 127.0.0.1 only, no admin server, and every session
 /// timeout equal to `session` (a tick of a tenth of it, so that ZooKeeper allows it).
-pub fn config(data: &Path, port: u16, session: Duration) -> String {
+pub(crate) fn config(data: &Path, port: u16, session: Duration) -> String {
     let ms = session.as_millis().max(20);
     format!(
         "tickTime={}\nminSessionTimeout={ms}\nmaxSessionTimeout={ms}\ndataDir={}\n\
@@ -61,7 +61,7 @@ pub fn config(data: &Path, port: u16, session: Duration) -> String {
 
 /// The version in an answer to `srvr` (`Zookeeper version: 3.8.0-…, built on …`); `None` until
 /// the server serves requests.
-pub fn srvr_version(answer: &str) -> Option<String> {
+pub(crate) fn srvr_version(answer: &str) -> Option<String> {
     let line = answer
         .lines()
         .find_map(|l| l.strip_prefix("Zookeeper version: "))?;
@@ -91,7 +91,11 @@ fn free_port() -> Result<u16, String> {
 impl ZooKeeper {
     /// Checks kazoo, starts ZooKeeper with every session timeout `session`, and waits until it
     /// serves requests. `dir` receives the script and the server's log.
-    pub async fn start(tools: &Tools<'_>, session: Duration, dir: &Path) -> Result<Self, String> {
+    pub(crate) async fn start(
+        tools: &Tools<'_>,
+        session: Duration,
+        dir: &Path,
+    ) -> Result<Self, String> {
         let script = dir.join("zk_peer.py");
         std::fs::write(&script, PEER_SCRIPT).map_err(|e| e.to_string())?;
         let kazoo = std::process::Command::new(tools.python)
@@ -161,7 +165,7 @@ impl ZooKeeper {
     }
 
     /// Kills ZooKeeper now.
-    pub async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         if let Some(p) = self.proc.take() {
             p.finish(Duration::ZERO).await;
         }
@@ -169,7 +173,7 @@ impl ZooKeeper {
 
     /// `zk_peer.py locks` in `tasks` processes, each its own client on its own lock name, all
     /// measuring the same window of `run` after `warmup`.
-    pub async fn lock_cycles(
+    pub(crate) async fn lock_cycles(
         &self,
         tasks: usize,
         warmup: Duration,
@@ -178,7 +182,7 @@ impl ZooKeeper {
     ) -> Result<Throughput, String> {
         // Time for the interpreters to import kazoo and connect before the window opens.
         let lead = Duration::from_secs(3);
-        let start_at = mono_ns() + lead.as_nanos() as i64;
+        let start_at = mono_ns() + i64::try_from(lead.as_nanos()).expect("3 s in ns fits in i64");
         let mut procs = Vec::new();
         let mut outs = Vec::new();
         for i in 0..tasks {
@@ -230,7 +234,7 @@ impl ZooKeeper {
 
 impl Kazoo {
     /// `python3 zk_peer.py WHAT --hosts … --timeout …`.
-    pub fn peer(&self, what: &str) -> Command {
+    pub(crate) fn peer(&self, what: &str) -> Command {
         let mut c = Command::new(&self.python);
         c.arg(&self.script)
             .arg(what)
@@ -242,7 +246,7 @@ impl Kazoo {
     }
 
     /// One candidate of kazoo's Election on `name`, running `cmd` while it leads.
-    pub fn election_command(&self, name: &str, id: &str, cmd: &[String]) -> Command {
+    pub(crate) fn election_command(&self, name: &str, id: &str, cmd: &[String]) -> Command {
         let mut c = self.peer("election");
         c.arg("--path")
             .arg(format!("/tenure-bench/election/{name}"))
