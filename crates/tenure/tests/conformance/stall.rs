@@ -1,7 +1,8 @@
 //! A holder stopped inside its own transaction (SIGSTOP, a paused VM) holds the lease row's
 //! lock. PostgreSQL and MariaDB end such a session after the store's timeout, so the others
 //! are not blocked for as long as the holder is stopped. (SQLite cannot: a process stopped
-//! inside its write transaction blocks every writer until it resumes or dies; see the README.)
+//! inside its write transaction blocks every writer until it resumes or dies; see "A holder
+//! stopped inside its transaction" in docs/guides/databases.md.)
 
 macro_rules! stall_tests {
     ($module:ident, $backend:ty, $kind:expr, $param:literal) => {
