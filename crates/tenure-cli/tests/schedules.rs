@@ -223,3 +223,31 @@ fn lock_release_failure_is_an_error() {
         "{out}"
     );
 }
+
+/// A command under `tenure lock -n N` fences with the environment it is given: `TENURE_NAME`,
+/// `TENURE_CANDIDATE` and `TENURE_TERM` name the lease it holds, the permit `NAME#i` (as
+/// `TENURE_LOCK` does), so `TENURE_FENCE_SQL` with them finds its row. `TENURE_NAME` was the
+/// semaphore's NAME, whose lease nobody holds, and every fenced write was refused.
+#[test]
+fn a_permit_holder_fences_with_its_environment() {
+    let Some(db) = db(BackendKind::Sqlite) else {
+        return;
+    };
+    let file = db.url.trim_start_matches("sqlite://").to_string();
+    let script = format!(
+        "import os, sqlite3, sys\n\
+         e = os.environ\n\
+         c = sqlite3.connect({file:?}, isolation_level=None)\n\
+         c.execute('BEGIN')\n\
+         row = c.execute(e['TENURE_FENCE_SQL'], (e['TENURE_NAME'], e['TENURE_CANDIDATE'], int(e['TENURE_TERM']))).fetchone()\n\
+         c.execute('COMMIT')\n\
+         if not row:\n\
+         \x20   sys.exit('the fence refused the permit holder: %r' % [e[k] for k in ('TENURE_NAME', 'TENURE_CANDIDATE', 'TENURE_TERM', 'TENURE_LOCK')])\n\
+         if e['TENURE_NAME'] != e['TENURE_LOCK']:\n\
+         \x20   sys.exit('TENURE_NAME %r is not the lease held, %r' % (e['TENURE_NAME'], e['TENURE_LOCK']))\n"
+    );
+    let out = db.run(&[
+        "lock", "sem", "-n", "2", "--ttl", "5s", "--", "python3", "-c", &script,
+    ]);
+    out.expect_code(0);
+}
