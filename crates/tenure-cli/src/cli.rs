@@ -236,12 +236,14 @@ pub struct CommandArgs {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Health checks")]
 pub struct HealthArgs {
-    /// A check run with `sh -c` every --health-interval while CMD runs (exit 0: healthy; it
-    /// gets CMD's TENURE_* variables). After --health-failures failures in a row, tenure steps
-    /// down: CMD is stopped as on a loss, the lease released with the reason in `tenure
-    /// history`, and tenure exits 75; `tenure run --keep-campaigning` instead runs the check
-    /// while following and campaigns again once it passes (so it should test what this node
-    /// needs to lead, not only CMD). `tenure lock` always exits.
+    /// A health check, run with `sh -c` every --health-interval while CMD runs (exit 0:
+    /// healthy); after --health-failures failures in a row, tenure steps down.
+    ///
+    /// The check gets CMD's TENURE_* variables. On stepping down, CMD is stopped as on a loss
+    /// and the lease is released with the reason in `tenure history`; then `tenure lock` and
+    /// `tenure run` exit 75, while `tenure run --keep-campaigning` runs the check as a follower
+    /// and campaigns again once it passes (so the check should test what this node needs to
+    /// lead, not only CMD).
     #[arg(long, value_name = "CMD")]
     pub health_cmd: Option<String>,
     /// How often the check runs (from the start of one check to the next).

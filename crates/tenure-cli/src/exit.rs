@@ -1,4 +1,5 @@
-//! Exit codes (documented in `--help` and the README) and the error type that carries one.
+//! Exit codes (documented in `--help` and docs/reference/exit-codes.md) and the error type that
+//! carries one.
 
 use std::fmt;
 

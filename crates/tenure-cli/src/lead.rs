@@ -104,7 +104,8 @@ pub fn unreleased(name: &str, code: u8, error: tenure::Error) -> Failure {
 
 /// What to run and how.
 pub struct Job<'a> {
-    /// The name in the command's environment (`TENURE_NAME`) and in logs.
+    /// The name in logs (the command's `TENURE_NAME` is the lease the guard holds: a
+    /// semaphore's permit `NAME#i`, not this NAME).
     pub name: &'a str,
     pub command: &'a [String],
     /// Between SIGTERM and SIGKILL.
@@ -128,8 +129,10 @@ pub async fn run_while_held<G: Guard>(
     signals: &mut Signals,
 ) -> Result<Ended, Failure> {
     let term = guard.term();
+    // The fencing triple of this tenure, as the guard itself fences: the lease held (for a
+    // semaphore its permit), the holder and the term.
     let mut env = vec![
-        ("TENURE_NAME", job.name.to_string()),
+        ("TENURE_NAME", guard.name().to_string()),
         ("TENURE_TERM", term.to_string()),
         ("TENURE_CANDIDATE", guard.candidate().to_string()),
     ];

@@ -1,7 +1,7 @@
 //! Fenced writes from another language: a Python child under `tenure run` writes to the
 //! application's table with the real driver of each database (psycopg 3, PyMySQL, sqlite3),
 //! fenced with `TENURE_FENCE_SQL` and the `TENURE_NAME` / `TENURE_CANDIDATE` / `TENURE_TERM`
-//! that `tenure run` exports (`tests/fence/writer.py`, the README's pattern).
+//! that `tenure run` exports (`tests/fence/writer.py`, the pattern of docs/guides/fencing.md).
 //!
 //! The scenario is a process pause: leader A's writer stops itself (SIGSTOP) before it writes,
 //! and the test freezes A's whole process tree, as a paused VM would be. A's lease expires,

@@ -48,6 +48,10 @@ fn logs(db: &TestDb) -> String {
 
 /// Four nodes run `tenure every 1s` on one name for about 10 s; the leader is SIGKILLed once
 /// (between two ticks). Every tick from the first to the last ran exactly once.
+///
+/// A 3 s ttl: its database timeout (600 ms) bounds each node's first connection too, and with
+/// 2 s (400 ms) three of the four nodes of a loaded machine exited at start ("database did not
+/// answer within 400ms"), leaving no one to take over from the killed leader.
 fn every_tick_exactly_once(kind: BackendKind) {
     let Some(db) = db(kind) else { return };
     let log = db.dir().join("ticks.log");
@@ -63,7 +67,7 @@ fn every_tick_exactly_once(kind: BackendKind) {
             "1s",
             "ticks",
             "--ttl",
-            "2s",
+            "3s",
             "--candidate",
             &id,
             "--",
@@ -129,7 +133,7 @@ fn every_tick_exactly_once(kind: BackendKind) {
 }
 
 /// A semaphore of 3 with 8 contending processes: never more than 3 holders at once, and all 8
-/// run.
+/// run. (A 3 s ttl, for its database timeout at start: see `every_tick_exactly_once`.)
 fn semaphore_of_three(kind: BackendKind) {
     let Some(db) = db(kind) else { return };
     let log = db.dir().join("children.log");
@@ -143,7 +147,7 @@ fn semaphore_of_three(kind: BackendKind) {
             "-n",
             "3",
             "--ttl",
-            "2s",
+            "3s",
             "--candidate",
             &id,
             "--",
@@ -222,4 +226,32 @@ fn lock_release_failure_is_an_error() {
             && last.contains("it stays held until its lease expires"),
         "{out}"
     );
+}
+
+/// A command under `tenure lock -n N` fences with the environment it is given: `TENURE_NAME`,
+/// `TENURE_CANDIDATE` and `TENURE_TERM` name the lease it holds, the permit `NAME#i` (as
+/// `TENURE_LOCK` does), so `TENURE_FENCE_SQL` with them finds its row. `TENURE_NAME` was the
+/// semaphore's NAME, whose lease nobody holds, and every fenced write was refused.
+#[test]
+fn a_permit_holder_fences_with_its_environment() {
+    let Some(db) = db(BackendKind::Sqlite) else {
+        return;
+    };
+    let file = db.url.trim_start_matches("sqlite://").to_string();
+    let script = format!(
+        "import os, sqlite3, sys\n\
+         e = os.environ\n\
+         c = sqlite3.connect({file:?}, isolation_level=None)\n\
+         c.execute('BEGIN')\n\
+         row = c.execute(e['TENURE_FENCE_SQL'], (e['TENURE_NAME'], e['TENURE_CANDIDATE'], int(e['TENURE_TERM']))).fetchone()\n\
+         c.execute('COMMIT')\n\
+         if not row:\n\
+         \x20   sys.exit('the fence refused the permit holder: %r' % [e[k] for k in ('TENURE_NAME', 'TENURE_CANDIDATE', 'TENURE_TERM', 'TENURE_LOCK')])\n\
+         if e['TENURE_NAME'] != e['TENURE_LOCK']:\n\
+         \x20   sys.exit('TENURE_NAME %r is not the lease held, %r' % (e['TENURE_NAME'], e['TENURE_LOCK']))\n"
+    );
+    let out = db.run(&[
+        "lock", "sem", "-n", "2", "--ttl", "5s", "--", "python3", "-c", &script,
+    ]);
+    out.expect_code(0);
 }

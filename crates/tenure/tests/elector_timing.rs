@@ -303,3 +303,41 @@ fn futures_poll_once(mut f: std::pin::Pin<&mut impl std::future::Future<Output =
     let mut cx = std::task::Context::from_waker(waker);
     f.as_mut().poll(&mut cx).is_ready()
 }
+
+/// A leader paused on this node says `Paused` from the moment its tenure ends, also while the
+/// release waits for the leader-only work to stop and after it landed. It said `Follower`
+/// until the release was done, so a watcher (or a check right after another node took
+/// over) saw a paused node as an ordinary follower.
+#[tokio::test(start_paused = true)]
+async fn a_paused_leader_reports_paused_at_once() {
+    let (backend, store) = setup(false);
+    let e = elector(&store, "a");
+    let guard = e.wait_until_leader().await.unwrap();
+    let mut role = e.role();
+    role.borrow_and_update();
+    e.pause().await.unwrap();
+    guard.lost().await;
+    assert_eq!(
+        *role.borrow_and_update(),
+        Role::Paused,
+        "while the work runs"
+    );
+    // The work still holds its guard: the lease is not released yet.
+    sleep(Duration::from_millis(100)).await;
+    assert_eq!(backend.row("job").unwrap().holder.as_deref(), Some("a"));
+    assert_eq!(*role.borrow(), Role::Paused, "while the release waits");
+    drop(guard);
+    timeout(Duration::from_secs(5), async {
+        while backend.row("job").unwrap().holder.is_some() {
+            sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("released once the work stopped");
+    assert_eq!(*role.borrow(), Role::Paused, "after the release");
+    assert!(
+        !role.has_changed().unwrap(),
+        "no other role was published since the pause took effect"
+    );
+    e.shutdown().await;
+}

@@ -5,7 +5,7 @@ TENURE_FENCE_SQL, and from the test: APP_BACKEND (postgres|mysql|sqlite), APP_UR
 APP_TABLE, APP_OUT (a file to append one JSON line per event to), APP_FENCE (1 or 0) and
 APP_PAUSE (1: stop itself with SIGSTOP before it writes, as a process pause would).
 
-This is the pattern the README documents, per driver:
+This is the pattern docs/guides/fencing.md ("From any language") documents, per driver:
   - psycopg 3: a RawCursor, which takes PostgreSQL's own $1, $2, $3 parameters;
   - PyMySQL: the statement's `?` become `%s` (its paramstyle);
   - sqlite3: the statement as it is (qmark paramstyle).

@@ -355,8 +355,11 @@ impl Task {
         metrics::counter!("tenure_transitions_total", "name" => name.clone(), "event" => "lost")
             .increment(1);
         metrics::gauge!("tenure_is_leader", "name" => name).set(0.0);
-        // The role stops saying "leader" before anything else can observe the loss.
-        self.set_role(if loss == Loss::Deadline {
+        // The role stops saying "leader" before anything else can observe the loss. A node
+        // paused locally says so at once, not "follower" while the release waits for the work.
+        self.set_role(if self.paused {
+            Role::Paused
+        } else if loss == Loss::Deadline {
             Role::Unknown
         } else {
             Role::Follower { leader: None }

@@ -149,8 +149,19 @@ pub(crate) async fn failover_picks_the_best_live_candidate(store: Store) {
     mid.shutdown().await;
 }
 
+/// A better candidate takes the lead by a graceful handover: once it has been live for the
+/// leader's settle time (one renew interval), the leader hands over at its next renewal and the
+/// better one campaigns at its next attempt — within two renew intervals of the settle, plus
+/// the three round trips in between (the leader's campaign, its release, the better one's
+/// campaign), each bounded by the database timeout.
+///
+/// Measured on the database's clock, from the better candidate's first registration (`since`
+/// in the registry) to its acquisition in the history: the test's own wake-ups and the spawn
+/// of the better candidate are not part of the contract. (Measured from before the spawn on
+/// the test's clock against 2×ttl, a loaded machine failed it now and then.)
 pub(crate) async fn a_better_candidate_takes_the_lead_by_handover(store: Store) {
     let name = unique("preferred");
+    let timing = Timing::from_ttl(Duration::from_millis(TTL_MS)).unwrap();
     let low = spawn(&store, &name, "low", 1);
     let guard = timeout(Duration::from_secs(10), low.wait_until_leader())
         .await
@@ -162,7 +173,6 @@ pub(crate) async fn a_better_candidate_takes_the_lead_by_handover(store: Store) 
         guard.lost().await;
         Instant::now()
     });
-    let started = Instant::now();
     let high = spawn(&store, &name, "high", 3);
     let high_guard = timeout(Duration::from_secs(15), high.wait_until_leader())
         .await
@@ -176,11 +186,32 @@ pub(crate) async fn a_better_candidate_takes_the_lead_by_handover(store: Store) 
         low_term + 1,
         "the handover path: term + 1"
     );
-    // Within two renew intervals of registering, plus the release and the campaign.
+    let roster = Candidates::new(store.clone()).list(&name).await.unwrap();
+    let registered = roster
+        .candidates
+        .iter()
+        .find(|c| c.candidate == "high")
+        .expect("the better candidate is registered")
+        .since;
+    let acquired = store
+        .history(&name, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|h| h.term == high_guard.term() && h.holder.as_deref() == Some("high"))
+        .map(|h| h.at)
+        .min()
+        .expect("the better candidate's tenure is in the history");
+    let took = Duration::from_micros(
+        u64::try_from(acquired.0 - registered.0).expect("acquired after registering"),
+    );
+    let settle = timing.renew_interval();
+    let bound = settle + timing.renew_interval() * 2 + timing.db_timeout() * 3;
+    eprintln!("the better candidate led {took:?} after registering (bound {bound:?})");
     assert!(
-        took_over - started < Duration::from_millis(TTL_MS * 2),
-        "took {:?}",
-        took_over - started
+        took <= bound,
+        "led {took:?} after registering, more than the settle time ({settle:?}), two renew \
+         intervals and three database timeouts ({bound:?})"
     );
     let history = store.history(&name, 10).await.unwrap();
     assert!(

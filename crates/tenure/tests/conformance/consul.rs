@@ -1,6 +1,6 @@
 //! The Consul layer (sessions, keys, acquire/release, lock-delay) on one backend.
 
-use crate::common::unique;
+use crate::common::{unique, until_db_passes};
 use std::time::Duration;
 use tenure::consul::{
     new_session_id, Answer, Behavior, Consul, Entry, Error as Refusal, PutMode, Reply, Request,
@@ -126,10 +126,12 @@ pub(crate) async fn consul_acquire_release_is_the_lease(store: Store) {
     assert!(entry.modify_index > entry.create_index);
 }
 
-/// A destroyed session's lock stays unavailable for its lock-delay, then goes to the next.
+/// A destroyed session's lock stays unavailable for its lock-delay, then goes to the next. The
+/// lock-delay (3 s) leaves a loaded machine room for the refused acquire; the next one waits
+/// for the database's clock to pass it, not for a fixed time.
 pub(crate) async fn consul_destroy_keeps_lock_delay(store: Store) {
     let key = unique("lockdelay");
-    let a = session(&store, 1_500, Duration::from_secs(30), Behavior::Release).await;
+    let a = session(&store, 3_000, Duration::from_secs(30), Behavior::Release).await;
     let b = session(&store, 0, Duration::from_secs(30), Behavior::Release).await;
     assert!(put(&store, &key, "a", PutMode::Acquire(a.clone())).await);
     let destroyed = call(&store, Request::DestroySession(a.clone())).await;
@@ -141,8 +143,8 @@ pub(crate) async fn consul_destroy_keeps_lock_delay(store: Store) {
     );
     let lease = store.get(&key).await.unwrap().leases.pop().unwrap();
     assert!(lease.holder.is_none());
-    assert!(lease.expires_at.0 >= destroyed.now.0 + 1_500_000 - 1_000);
-    sleep(Duration::from_millis(2_000)).await;
+    assert!(lease.expires_at.0 >= destroyed.now.0 + 3_000_000 - 1_000);
+    until_db_passes(&store, lease.expires_at).await;
     assert!(put(&store, &key, "b", PutMode::Acquire(b.clone())).await);
     assert_eq!(get(&store, &key).await.unwrap().lock_index, 2);
     // An acquire by a session that has ended is refused, and writes nothing.
@@ -162,11 +164,18 @@ pub(crate) async fn consul_destroy_keeps_lock_delay(store: Store) {
 
 /// A session that is not renewed ends exactly when its time runs out (the database's clock):
 /// its lock is free for nobody until then plus the lock-delay; a reap ends it for good.
+///
+/// Decided by the database's clock, not the test's: the checks of the expired session start once
+/// the database has passed its expiry, and its lock is taken once the database has passed the
+/// end of the lock-delay. The lock-delay (4 s) leaves a loaded machine room for the checks in
+/// between (with fixed sleeps of 1.3 s and 1.2 s around a 1 s lock-delay, a slow check landed
+/// after the lock-delay and took the lock it must not get).
 pub(crate) async fn consul_expired_session_loses_its_lock(store: Store) {
     let key = unique("expiry");
+    let lock_delay_ms = 4_000;
     let a = session(
         &store,
-        1_000,
+        lock_delay_ms,
         Duration::from_millis(1_000),
         Behavior::Release,
     )
@@ -182,7 +191,7 @@ pub(crate) async fn consul_expired_session_loses_its_lock(store: Store) {
         lease.expires_at <= session_expiry,
         "the lock never outlives its session"
     );
-    sleep(Duration::from_millis(1_300)).await;
+    until_db_passes(&store, session_expiry).await;
     // Expired: shown without a session, and not yet acquirable (lock-delay from the expiry).
     let shown = get(&store, &key).await.unwrap();
     assert_eq!(
@@ -202,7 +211,7 @@ pub(crate) async fn consul_expired_session_loses_its_lock(store: Store) {
         Reply::Session(None),
         "an ended session is not renewed"
     );
-    sleep(Duration::from_millis(1_200)).await;
+    until_db_passes(&store, session_expiry.plus_ms(lock_delay_ms)).await;
     assert!(put(&store, &key, "b", PutMode::Acquire(b.clone())).await);
     // Ended for good: the first read that saw it ended reaped it (a read settles what changed
     // without a write before answering), and a reap finds nothing left of it.

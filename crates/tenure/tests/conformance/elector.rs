@@ -262,20 +262,32 @@ pub(crate) async fn restart_raises_the_term(store: Store) {
     assert_eq!(last, 3);
 }
 
-/// Pausing this node's campaigning hands leadership to another node; resuming rejoins.
+/// Pausing this node's campaigning hands leadership to another node; resuming rejoins. The
+/// paused node says `Paused` from the moment its tenure ends (not `Follower` while its release
+/// waits for the work to stop). A 3 s ttl (database timeout 600 ms) keeps a loaded machine
+/// from losing a tenure by its deadline, which would move the terms checked here; the waits are
+/// generous upper bounds, not what is checked.
 pub(crate) async fn local_pause_and_resume(store: Store) {
     let name = unique("localpause");
-    let a = spawn(&store, &name, "a", 1000);
-    let guard = timeout(Duration::from_secs(5), a.wait_until_leader())
+    let ttl = 3000;
+    let a = spawn(&store, &name, "a", ttl);
+    let guard = timeout(Duration::from_secs(10), a.wait_until_leader())
         .await
         .unwrap()
         .unwrap();
-    let b = spawn(&store, &name, "b", 1000);
+    let b = spawn(&store, &name, "b", ttl);
     a.pause().await.unwrap();
-    timeout(Duration::from_secs(1), guard.lost()).await.unwrap();
+    timeout(Duration::from_secs(10), guard.lost())
+        .await
+        .unwrap();
+    assert_eq!(
+        *a.role().borrow(),
+        Role::Paused,
+        "paused while the work runs"
+    );
     let first_term = guard.term();
     drop(guard); // the leader-only work has stopped: now the elector releases
-    let b_guard = timeout(Duration::from_secs(2), b.wait_until_leader())
+    let b_guard = timeout(Duration::from_secs(10), b.wait_until_leader())
         .await
         .unwrap()
         .unwrap();
@@ -283,7 +295,7 @@ pub(crate) async fn local_pause_and_resume(store: Store) {
     assert_eq!(*a.role().borrow(), Role::Paused);
     a.resume().await.unwrap();
     b.shutdown().await;
-    let again = timeout(Duration::from_secs(3), a.wait_until_leader())
+    let again = timeout(Duration::from_secs(10), a.wait_until_leader())
         .await
         .unwrap()
         .unwrap();

@@ -102,9 +102,11 @@ pub(crate) async fn lock_records_every_cycle_when_asked(store: Store) {
 pub(crate) async fn lock_takeover_and_admin_events_are_recorded(store: Store) {
     let name = unique("takeover");
     let (a, b) = (holder(&store, "a"), holder(&store, "b"));
-    // A ttl of 1 s: its database timeout (200 ms) holds on a loaded machine too.
+    // A ttl of 3 s: its database timeout (a fifth, 600 ms) holds on a loaded machine too (1 s
+    // gave 200 ms, which a busy database missed now and then). The takeover waits for the
+    // database's own clock to pass the expiry, not for a fixed time.
     let expiring = LockOptions::default()
-        .ttl(Duration::from_secs(1))
+        .ttl(Duration::from_secs(3))
         .keep_alive(false);
     a.try_lock(&name, expiring).await.unwrap().unwrap().forget();
     let expiry = store.get(&name).await.unwrap().leases[0].expires_at;
