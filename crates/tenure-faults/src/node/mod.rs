@@ -45,6 +45,9 @@ pub struct NodeConfig {
     /// If this file appears, the next fenced write stops this process (SIGSTOP) inside its
     /// transaction, after the fence check (the SQLite fault); the file is removed first.
     pub stop_file: Option<PathBuf>,
+    /// Mint terms in the database's epochs; `false` only in a negative control
+    /// ([`tenure::StoreOptions::without_epochs`]).
+    pub epochs: bool,
 }
 
 /// Runs a node until SIGTERM or SIGINT; then shuts the elector down (releasing) and returns.
@@ -68,7 +71,7 @@ pub async fn run(config: NodeConfig) -> Result<(), String> {
         pid: std::process::id(),
     });
     let timing = Timing::from_ttl(config.ttl).map_err(|e| e.to_string())?;
-    let (db, store) = Db::connect(&config.url, timing.db_timeout())
+    let (db, store) = Db::connect(&config.url, timing.db_timeout(), config.epochs)
         .await
         .map_err(|e| e.to_string())?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
