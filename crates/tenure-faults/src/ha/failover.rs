@@ -79,7 +79,10 @@ pub(super) async fn fail_over(
             db.cut_replication(primary, true);
             // With synchronous replication the tenure never begins: watch for three ttls.
             let within = if db.sync { ttl * 3 } else { LEADER_WITHIN };
-            lost_tenure(&mut c, leader, within, &target_name, outcome).await?;
+            let lost = lost_tenure(&mut c, leader, within, &target_name, outcome).await?;
+            if !lost && !db.sync {
+                return Err(NOTHING_LOST.into());
+            }
             let t = c.nemesis.fault_start("primary_kill", &target_name);
             db.kill(primary);
             c.nemesis.fault_end("primary_kill", &target_name);
@@ -91,7 +94,9 @@ pub(super) async fn fail_over(
             db.caught_up(Duration::from_secs(30)).await?;
             c.nemesis.fault_start("replication_cut", &target_name);
             db.stop_applying().await?;
-            lost_tenure(&mut c, leader, LEADER_WITHIN, &target_name, outcome).await?;
+            if !lost_tenure(&mut c, leader, LEADER_WITHIN, &target_name, outcome).await? {
+                return Err(NOTHING_LOST.into());
+            }
             let t = c.nemesis.fault_start("primary_kill", &target_name);
             db.kill(primary);
             c.nemesis.fault_end("primary_kill", &target_name);
@@ -145,17 +150,22 @@ pub(super) async fn fail_over(
     Ok((c, fault_at, target_name))
 }
 
+/// Why an asynchronous failover scenario that lost no tenure would prove nothing.
+const NOTHING_LOST: &str =
+    "no tenure began on the primary alone: the failover would have lost no term";
+
 /// The tenure leader (node `leader`) is killed, so that a new tenure begins on the primary
 /// alone, whose replicas no longer receive (or apply) its commits: with asynchronous
 /// replication at once, as soon as a node's campaign takes the expired lease (waited for up to
 /// `within`); with synchronous replication never. Then the killed node's slot is started again.
+/// Returns whether that tenure began.
 async fn lost_tenure(
     c: &mut Cluster,
     leader: usize,
     within: Duration,
     primary: &str,
     outcome: &mut HaOutcome,
-) -> Result<(), String> {
+) -> Result<bool, String> {
     let ttl = c.settings.ttl;
     let before = highest_term(c);
     let id = c.nodes[leader].id.clone();
@@ -177,7 +187,8 @@ async fn lost_tenure(
         sleep(ttl / 2).await;
     }
     let slot = c.nodes[leader].slot;
-    c.spawn(slot)
+    c.spawn(slot)?;
+    Ok(newer)
 }
 
 /// Waits until server `i` of the pair has failed every check for `dead_for` without a break
