@@ -87,9 +87,17 @@ fn statements(kind: BackendKind, table: &str) -> (String, String) {
 
 impl Db {
     /// Connects to `url` with tenure's own backend (so `fence` is available) and returns it with
-    /// a [`Store`] over the same pool.
-    pub async fn connect(url: &str, timeout: Duration) -> tenure::Result<(Db, Store)> {
-        let options = StoreOptions::default().timeout(timeout);
+    /// a [`Store`] over the same pool. `epochs: false` mints every term in epoch zero
+    /// ([`StoreOptions::without_epochs`]: the negative control of an asynchronous failover).
+    pub async fn connect(
+        url: &str,
+        timeout: Duration,
+        epochs: bool,
+    ) -> tenure::Result<(Db, Store)> {
+        let mut options = StoreOptions::default().timeout(timeout);
+        if !epochs {
+            options = options.without_epochs();
+        }
         Ok(match BackendKind::check_url(url)? {
             BackendKind::Postgres => {
                 let b = Arc::new(PostgresBackend::connect(url, &options).await?);

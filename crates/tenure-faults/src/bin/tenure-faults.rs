@@ -4,7 +4,7 @@
 //! tenure-faults run [--profile short|long] [--backends sqlite,postgres,mysql,pgbouncer] [--only kill,pause] [--seed N]
 //! tenure-faults run --profile ha [--only kill-primary,switchover,partition,lossy-failover,…]
 //! ```
-//! The `ha` profile builds its own database clusters (Patroni and Galera; see
+//! The `ha` profile builds its own database clusters (Patroni, Galera, a MariaDB pair; see
 //! `docs/safety.md`) and ignores `--backends` and the URLs.
 //! `node` and `hog` are the processes the runner starts; they are not meant to be run by hand.
 
@@ -39,8 +39,9 @@ enum Command {
         backends: Vec<String>,
         /// Only these scenarios (kill, pause, starve, proxy, sessions, restart, clock, stop-in-tx,
         /// same-id, locks, locks-same-id; with `--profile ha`: kill-primary, switchover,
-        /// partition, lossy-failover, lossy-failover-async, galera-kill-primary, galera-switchover,
-        /// galera-partition, standby, read-only, galera-spread).
+        /// partition, lossy-failover, lossy-failover-async, lossy-failover-async-no-epochs,
+        /// mariadb-async-failover, mariadb-async-failover-no-epochs, galera-kill-primary,
+        /// galera-switchover, galera-partition, standby, read-only, galera-spread).
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
         /// The seed of the nemesis's choices (random if not given; printed either way).
@@ -105,6 +106,10 @@ enum Command {
         /// The elector's priority (higher preferred).
         #[arg(long, default_value_t = 0, allow_negative_numbers = true)]
         priority: i32,
+        /// Mint every term in epoch zero, as tenure did before epochs (the negative controls of
+        /// the asynchronous failovers: a term handed out twice must be caught).
+        #[arg(long)]
+        no_epochs: bool,
     },
     /// A busy loop for the CPU-starvation fault (started by the runner).
     #[command(hide = true)]
@@ -138,6 +143,7 @@ fn main() -> ExitCode {
             work_ms,
             stop_file,
             priority,
+            no_epochs,
         } => {
             let config = node::NodeConfig {
                 url,
@@ -156,6 +162,7 @@ fn main() -> ExitCode {
                 work: Duration::from_millis(work_ms),
                 stop_file,
                 priority,
+                epochs: !no_epochs,
             };
             let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
             match runtime.block_on(node::run(config)) {

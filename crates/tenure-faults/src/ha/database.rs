@@ -1,10 +1,11 @@
-//! The cluster a scenario runs on, Patroni or Galera, behind one face: build it, find its
+//! The cluster a scenario runs on, Patroni, Galera or a MariaDB pair, behind one face: build it, find its
 //! primary, kill a member, and measure when a write through HAProxy first commits on another
 //! member (the database's failover).
 
 use super::cluster;
 use super::galera::Galera;
 use super::patroni::{self, Patroni};
+use super::replication::Replication;
 use super::scenario::ClusterKind;
 use crate::clock;
 use std::time::Duration;
@@ -15,6 +16,8 @@ use tokio::time::sleep;
 pub enum Database {
     Patroni(Patroni),
     Galera(Galera),
+    /// A MariaDB primary and its asynchronous replica.
+    Replication(Replication),
 }
 
 impl Database {
@@ -26,6 +29,9 @@ impl Database {
         Ok(match kind {
             ClusterKind::Galera => Database::Galera(Galera::start(3, timeout, logs).await?),
             ClusterKind::MariaDb => Database::Galera(Galera::start(1, timeout, logs).await?),
+            ClusterKind::MariaDbAsync => {
+                Database::Replication(Replication::start(timeout, logs).await?)
+            }
             kind => Database::Patroni(
                 Patroni::start(kind == ClusterKind::PatroniSync, timeout, logs).await?,
             ),
@@ -35,7 +41,7 @@ impl Database {
     pub fn kind(&self) -> BackendKind {
         match self {
             Database::Patroni(_) => BackendKind::Postgres,
-            Database::Galera(_) => BackendKind::MySql,
+            Database::Galera(_) | Database::Replication(_) => BackendKind::MySql,
         }
     }
 
@@ -43,14 +49,17 @@ impl Database {
         match self {
             Database::Patroni(p) => p.url("postgres"),
             Database::Galera(g) => g.url("mysql"),
+            Database::Replication(r) => r.url("mysql"),
         }
     }
 
-    /// The member clients write to now: Patroni's leader, or HAProxy's first live Galera node.
+    /// The member clients write to now: Patroni's leader, HAProxy's first live Galera node, or
+    /// the MariaDB server that takes writes.
     pub async fn primary(&self) -> Option<usize> {
         match self {
             Database::Patroni(p) => p.primary().await,
             Database::Galera(g) => g.primary().await,
+            Database::Replication(r) => r.primary().await,
         }
     }
 
@@ -59,6 +68,7 @@ impl Database {
         match self {
             Database::Patroni(p) => (p.members[i].name.clone(), p.members[i].pg_port),
             Database::Galera(g) => (g.nodes[i].name.clone(), g.nodes[i].port),
+            Database::Replication(r) => (r.nodes[i].name.clone(), r.nodes[i].port),
         }
     }
 
@@ -67,6 +77,7 @@ impl Database {
         match self {
             Database::Patroni(p) => p.direct_url(i, db),
             Database::Galera(g) => g.direct_url(i, db),
+            Database::Replication(r) => r.direct_url(i, db),
         }
     }
 
@@ -74,13 +85,14 @@ impl Database {
         match self {
             Database::Patroni(p) => p.kill(i),
             Database::Galera(g) => g.kill(i),
+            Database::Replication(r) => r.kill(i),
         }
     }
 
     pub async fn roles(&self) -> Result<Vec<patroni::Role>, String> {
         match self {
             Database::Patroni(p) => p.roles().await,
-            Database::Galera(_) => Err("no manager".into()),
+            Database::Galera(_) | Database::Replication(_) => Err("no manager".into()),
         }
     }
 }

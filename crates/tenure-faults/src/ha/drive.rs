@@ -133,7 +133,11 @@ async fn drive(
             spread::drive(c, &db, outcome).await?
         }
         _ => {
-            let c = Cluster::start(&target, settings, dir, &nodes, Vec::new()).await?;
+            let mut c = Cluster::prepare(&target, settings, dir, &nodes, Vec::new()).await?;
+            c.epochs = scenario.epochs();
+            for slot in 0..settings.nodes {
+                c.spawn(slot)?;
+            }
             failover::fail_over(scenario, c, &mut db, &url, &mut rng, outcome).await?
         }
     };
@@ -152,15 +156,30 @@ async fn drive(
         .iter()
         .find(|e| e.t > fault_at && matches!(e.kind, Kind::Gained { .. }))
         .map(|e| clock::between(fault_at, e.t));
+    if scenario.fault == DbFault::LossyFailover {
+        let gained = |after: bool| {
+            history.iter().filter_map(move |e| match e.kind {
+                Kind::Gained { term, .. } if (e.t > fault_at) == after => Some(term),
+                _ => None,
+            })
+        };
+        let show = |t: Option<u64>| t.map_or("-".to_string(), |t| t.to_string());
+        outcome.notes.push(format!(
+            "terms: the highest gained before the primary was killed {}, the first after it {}",
+            show(gained(false).max()),
+            show(gained(true).next())
+        ));
+    }
     let acquisitions = leases.get(&c.name).map_or(&[][..], Vec::as_slice);
     if scenario.fault != DbFault::Spread {
         outcome.verdict = checker::check(&history, acquisitions, &scenario.expect());
     }
-    if let (Database::Galera(g), false) = (&db, scenario.fault == DbFault::Spread) {
-        let now = g
+    let haproxy_first = matches!(db, Database::Galera(_) | Database::Replication(_));
+    if haproxy_first && scenario.fault != DbFault::Spread {
+        let now = db
             .primary()
             .await
-            .map_or("-".to_string(), |i| g.nodes[i].name.clone());
+            .map_or("-".to_string(), |i| db.member(i).0);
         outcome
             .notes
             .push(format!("HAProxy's node {target_name} → {now}"));

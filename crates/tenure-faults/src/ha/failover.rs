@@ -4,7 +4,9 @@
 //! history.
 
 use super::database::{wait_writable, Database};
+use super::replication::Replication;
 use super::scenario::{DbFault, HaOutcome, HaScenario};
+use super::{galera, patroni};
 use crate::event::{self, Kind};
 use crate::runner::cluster::Cluster;
 use rand::Rng;
@@ -73,40 +75,45 @@ pub(super) async fn fail_over(
             t
         }
         (Database::Patroni(db), DbFault::LossyFailover) => {
-            let before = highest_term(&c);
             c.nemesis.fault_start("replication_cut", &target_name);
             db.cut_replication(primary, true);
-            let id = c.nodes[leader].id.clone();
-            c.nemesis.fault_start("kill", &id);
-            c.kill(leader).await;
-            c.nemesis.fault_end("kill", &id);
-            // A new tenure on the primary alone: at once with asynchronous replication; never
-            // with synchronous replication (its commit waits for the cut standby).
             // With synchronous replication the tenure never begins: watch for three ttls.
-            // Without, it must, as soon as a node's campaign reaches the primary.
             let within = if db.sync { ttl * 3 } else { LEADER_WITHIN };
-            let newer = wait_for(within, || highest_term(&c) > before).await;
-            outcome.notes.push(if newer {
-                format!(
-                    "a tenure (term {}) began on {target_name} after its WAL stream was cut",
-                    highest_term(&c)
-                )
-            } else {
-                format!("no tenure began on {target_name} after its WAL stream was cut")
-            });
-            if newer {
-                // Let it write under its term.
-                sleep(ttl / 2).await;
+            let lost = lost_tenure(&mut c, leader, within, &target_name, outcome).await?;
+            if !lost && !db.sync {
+                return Err(NOTHING_LOST.into());
             }
-            let slot = c.nodes[leader].slot;
-            c.spawn(slot)?;
             let t = c.nemesis.fault_start("primary_kill", &target_name);
             db.kill(primary);
             c.nemesis.fault_end("primary_kill", &target_name);
             t
         }
+        (Database::Replication(db), DbFault::LossyFailover) => {
+            // The replica has everything so far (the epoch row among it), then applies nothing
+            // more: the primary's next commits reach its relay log only.
+            db.caught_up(Duration::from_secs(30)).await?;
+            c.nemesis.fault_start("replication_cut", &target_name);
+            db.stop_applying().await?;
+            if !lost_tenure(&mut c, leader, LEADER_WITHIN, &target_name, outcome).await? {
+                return Err(NOTHING_LOST.into());
+            }
+            let t = c.nemesis.fault_start("primary_kill", &target_name);
+            db.kill(primary);
+            c.nemesis.fault_end("primary_kill", &target_name);
+            // orchestrator promotes once it has seen the primary dead for a while; here after
+            // Patroni's ttl, so that both asynchronous failovers take about as long.
+            let replica = db.nodes[1 - primary].name.clone();
+            wait_dead(db, primary, Duration::from_secs(patroni::TTL)).await;
+            c.nemesis.fault_start("promote", &replica);
+            db.promote().await?;
+            c.nemesis.fault_end("promote", &replica);
+            t
+        }
         (Database::Galera(_), fault) => {
             return Err(format!("{fault:?} is not a Galera scenario"));
+        }
+        (Database::Replication(_), fault) => {
+            return Err(format!("{fault:?} is not a scenario of the MariaDB pair"));
         }
         (_, fault @ (DbFault::Standby | DbFault::ReadOnly | DbFault::Spread)) => {
             return Err(format!("{fault:?} is not a failover scenario"));
@@ -135,11 +142,66 @@ pub(super) async fn fail_over(
             // Held bytes (the old leader's last statements) now reach the old primary.
             Database::Patroni(db) => db.partition(primary, false),
             Database::Galera(db) => db.isolate(primary, false).await?,
+            Database::Replication(_) => {}
         }
         c.nemesis.fault_end("partition", &target_name);
         sleep(ttl).await;
     }
     Ok((c, fault_at, target_name))
+}
+
+/// Why an asynchronous failover scenario that lost no tenure would prove nothing.
+const NOTHING_LOST: &str =
+    "no tenure began on the primary alone: the failover would have lost no term";
+
+/// The tenure leader (node `leader`) is killed, so that a new tenure begins on the primary
+/// alone, whose replicas no longer receive (or apply) its commits: with asynchronous
+/// replication at once, as soon as a node's campaign takes the expired lease (waited for up to
+/// `within`); with synchronous replication never. Then the killed node's slot is started again.
+/// Returns whether that tenure began.
+async fn lost_tenure(
+    c: &mut Cluster,
+    leader: usize,
+    within: Duration,
+    primary: &str,
+    outcome: &mut HaOutcome,
+) -> Result<bool, String> {
+    let ttl = c.settings.ttl;
+    let before = highest_term(c);
+    let id = c.nodes[leader].id.clone();
+    c.nemesis.fault_start("kill", &id);
+    c.kill(leader).await;
+    c.nemesis.fault_end("kill", &id);
+    let newer = wait_for(within, || highest_term(c) > before).await;
+    outcome.notes.push(if newer {
+        format!(
+            "a tenure (term {}) began on {primary} after its replicas stopped receiving its \
+             commits",
+            highest_term(c)
+        )
+    } else {
+        format!("no tenure began on {primary} after its replicas stopped receiving its commits")
+    });
+    if newer {
+        // Let it write under its term.
+        sleep(ttl / 2).await;
+    }
+    let slot = c.nodes[leader].slot;
+    c.spawn(slot)?;
+    Ok(newer)
+}
+
+/// Waits until server `i` of the pair has failed every check for `dead_for` without a break
+/// (checked every 250 ms), as orchestrator confirms a dead primary before it recovers.
+async fn wait_dead(db: &Replication, i: usize, dead_for: Duration) {
+    let url = db.direct_url(i, "mysql");
+    let mut since = tokio::time::Instant::now();
+    while since.elapsed() < dead_for {
+        if galera::writable(&url).await {
+            since = tokio::time::Instant::now();
+        }
+        sleep(Duration::from_millis(250)).await;
+    }
 }
 
 /// The highest term any node has gained so far.

@@ -49,14 +49,22 @@ pub struct Node {
     pub client_proxy: Proxy,
     /// The node's health check (HTTP, for HAProxy).
     pub check: Option<Check>,
-    dir: PathBuf,
-    child: Option<Group>,
+    pub(super) dir: PathBuf,
+    pub(super) child: Option<Group>,
     pub alive: bool,
 }
 
 impl Node {
-    fn cnf(&self) -> PathBuf {
+    pub(super) fn cnf(&self) -> PathBuf {
         self.dir.join("my.cnf")
+    }
+
+    /// SIGKILLs the node's `mariadbd`, and reaps it.
+    pub(super) fn kill(&mut self) {
+        if let Some(mariadbd) = self.child.as_mut() {
+            mariadbd.kill();
+        }
+        self.alive = false;
     }
 }
 
@@ -67,7 +75,7 @@ pub struct Galera {
     pub nodes: Vec<Node>,
 }
 
-fn chown_tree(path: &Path, uid: u32, gid: u32) -> Result<(), String> {
+pub(super) fn chown_tree(path: &Path, uid: u32, gid: u32) -> Result<(), String> {
     std::os::unix::fs::chown(path, Some(uid), Some(gid))
         .map_err(|e| format!("{}: {e}", path.display()))?;
     if path.is_dir() {
@@ -78,23 +86,33 @@ fn chown_tree(path: &Path, uid: u32, gid: u32) -> Result<(), String> {
     Ok(())
 }
 
+/// The stage of MariaDB servers run as the user `mysql` (who must be able to enter its
+/// directory), or what this machine lacks for them (`missing`).
+pub(super) fn mariadb_stage(
+    prefix: &str,
+    missing: Vec<String>,
+    logs: &Path,
+) -> Result<(Stage, User), String> {
+    if !missing.is_empty() {
+        return Err(format!("missing: {}", missing.join(", ")));
+    }
+    let mysql = User::from_name("mysql")
+        .map_err(|e| e.to_string())?
+        .ok_or("no user mysql")?;
+    let stage = Stage::new(prefix, logs)?;
+    std::fs::set_permissions(
+        stage.dir(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok((stage, mysql))
+}
+
 impl Galera {
     /// Builds a cluster of `n` nodes and waits until all are synced and a write through
     /// HAProxy commits.
     pub async fn start(n: usize, timeout: Duration, logs: &Path) -> Result<Galera, String> {
-        let missing = missing();
-        if !missing.is_empty() {
-            return Err(format!("missing: {}", missing.join(", ")));
-        }
-        let mysql = User::from_name("mysql")
-            .map_err(|e| e.to_string())?
-            .ok_or("no user mysql")?;
-        let mut stage = Stage::new("tenure-galera-", logs)?;
-        std::fs::set_permissions(
-            stage.dir(),
-            std::os::unix::fs::PermissionsExt::from_mode(0o755),
-        )
-        .map_err(|e| e.to_string())?;
+        let (mut stage, mysql) = mariadb_stage("tenure-galera-", missing(), logs)?;
         // HAProxy, and per node: client, group communication, IST, SST.
         let ports = stage.reserve_ports(1 + 4 * n)?;
         let mut cluster = Galera {
@@ -136,9 +154,12 @@ impl Galera {
                 port,
                 client_proxy: proxy_to(port).await?,
                 check: Some(
-                    Check::start(format!("mysql://root@127.0.0.1:{port}/mysql"))
-                        .await
-                        .map_err(|e| e.to_string())?,
+                    Check::start(
+                        format!("mysql://root@127.0.0.1:{port}/mysql"),
+                        Health::Synced,
+                    )
+                    .await
+                    .map_err(|e| e.to_string())?,
                 ),
                 dir: node_dir,
                 child: None,
@@ -280,10 +301,7 @@ impl Galera {
 
     /// SIGKILLs node `i` (its `mariadbd`).
     pub fn kill(&mut self, i: usize) {
-        if let Some(mariadbd) = self.nodes[i].child.as_mut() {
-            mariadbd.kill();
-        }
-        self.nodes[i].alive = false;
+        self.nodes[i].kill();
     }
 
     /// Stops node `i` cleanly (`mariadb-admin shutdown`: it leaves the cluster) and waits for
@@ -383,14 +401,43 @@ async fn healthy(url: &str) -> bool {
         .unwrap_or(false)
 }
 
-/// A node's HTTP health check for HAProxy: 200 while [`healthy`], 503 otherwise.
+/// What a node's check asks of it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Health {
+    /// Galera: `Synced` in the primary component ([`healthy`]).
+    Synced,
+    /// Asynchronous replication: a server that takes writes, `@@global.read_only = 0`
+    /// ([`writable`]), as HAProxy checks in front of an orchestrator-managed topology.
+    Writable,
+}
+
+/// Whether the server at `url` takes writes: it answers, with `@@global.read_only = 0`.
+pub(super) async fn writable(url: &str) -> bool {
+    use sqlx::Connection;
+    let ask = async {
+        let mut c = sqlx::MySqlConnection::connect(url).await.ok()?;
+        let read_only: i64 = sqlx::query_scalar("SELECT CAST(@@global.read_only AS SIGNED)")
+            .fetch_one(&mut c)
+            .await
+            .ok()?;
+        let _ = c.close().await;
+        Some(read_only == 0)
+    };
+    tokio::time::timeout(Duration::from_millis(800), ask)
+        .await
+        .ok()
+        .flatten()
+        .unwrap_or(false)
+}
+
+/// A node's HTTP health check for HAProxy: 200 while its [`Health`] holds, 503 otherwise.
 pub struct Check {
     pub port: u16,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Check {
-    async fn start(url: String) -> std::io::Result<Check> {
+    pub(super) async fn start(url: String, health: Health) -> std::io::Result<Check> {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
         let port = listener.local_addr()?.port();
@@ -401,10 +448,14 @@ impl Check {
                 tokio::spawn(async move {
                     let mut buf = [0u8; 1024];
                     let _ = s.read(&mut buf).await;
-                    let answer: &[u8] = if healthy(&url).await {
-                        b"HTTP/1.0 200 OK\r\nContent-Length: 7\r\n\r\nSynced\n"
+                    let ok = match health {
+                        Health::Synced => healthy(&url).await,
+                        Health::Writable => writable(&url).await,
+                    };
+                    let answer: &[u8] = if ok {
+                        b"HTTP/1.0 200 OK\r\nContent-Length: 3\r\n\r\nok\n"
                     } else {
-                        b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 11\r\n\r\nnot synced\n"
+                        b"HTTP/1.0 503 Service Unavailable\r\nContent-Length: 5\r\n\r\ndown\n"
                     };
                     let _ = s.write_all(answer).await;
                 });

@@ -1,6 +1,6 @@
 //! The `ha` profile: tenure on a highly available database. A private Patroni cluster (three
-//! PostgreSQL instances, etcd, HAProxy routing to the primary) or Galera cluster is built for
-//! each scenario; the tenure nodes point at HAProxy; the nemesis hits the *database* (its
+//! PostgreSQL instances, etcd, HAProxy routing to the primary), Galera cluster or MariaDB
+//! primary with an asynchronous replica is built for each scenario; the tenure nodes point at HAProxy; the nemesis hits the *database* (its
 //! primary killed, a switchover, a failover that loses commits) while a tenure leader renews;
 //! the checker tests the history as in every other scenario. See `docs/safety.md`.
 //!
@@ -18,8 +18,9 @@
 //! - [`readonly`]: never lead from a read-only server (a Patroni replica, a MariaDB with
 //!   `read_only`).
 //! - [`spread`]: what tenure says about Galera (writes spread across nodes).
-//! - `database`: Patroni or Galera behind one face, and the database's failover time.
-//! - [`patroni`], [`galera`]: the two harnesses; [`cluster`]: what they share (their private
+//! - `database`: Patroni, Galera or the MariaDB pair behind one face, and the database's failover time.
+//! - [`patroni`], [`galera`], [`replication`]: the three harnesses (the last a MariaDB
+//!   primary and its asynchronous replica); [`cluster`]: what they share (their private
 //!   directory, HAProxy, proxies, waiting with a bound, the write probe, teardown);
 //!   [`procs`]: processes, ports, a small HTTP client.
 //! - `report`: the table and the notes the command prints.
@@ -32,6 +33,7 @@ pub mod galera;
 pub mod patroni;
 pub mod procs;
 pub mod readonly;
+pub mod replication;
 mod report;
 pub mod scenario;
 pub mod spread;

@@ -48,6 +48,7 @@ pub async fn drive(
     let member = match &*db {
         Database::Patroni(p) => p.sync_standby().await.ok_or("no synchronous standby")?,
         Database::Galera(_) => 0,
+        Database::Replication(_) => return Err("not a read-only scenario's cluster".into()),
     };
     let (server, _) = db.member(member);
     let direct = db.direct_url(member, dbserver::DATABASE);
@@ -74,6 +75,7 @@ pub async fn drive(
             g.sql(member, "SET GLOBAL read_only = 0").await?;
             clock::now_ns()
         }
+        Database::Replication(_) => unreachable!("refused above"),
     };
     c.nemesis.fault_end("read_only", &server);
     outcome.db_failover = Some(clock::between(asked, writable_at));
@@ -113,6 +115,7 @@ pub async fn drive(
             g.sql(member, "SET GLOBAL read_only = 1").await?;
             clock::now_ns()
         }
+        Database::Replication(_) => unreachable!("refused above"),
     };
     sleep(ttl * 2 + ttl / 2).await;
     said_read_only(&c, read_only_at).await;

@@ -33,7 +33,7 @@ pub fn table(outcomes: &[HaOutcome]) -> String {
         let _ = writeln!(
             out,
             "| {} | {} | {} | {}/{} | {} | {} | {} | {} | {} | {} |",
-            o.scenario.name,
+            o.scenario.label(),
             o.scenario.cluster_name(),
             o.issued,
             v.fenced_accepted,
@@ -55,7 +55,7 @@ pub fn details(outcomes: &[HaOutcome]) -> String {
     for o in outcomes {
         let head = format!(
             "{} on {} (seed {})",
-            o.scenario.name,
+            o.scenario.label(),
             o.scenario.cluster_name(),
             o.seed
         );

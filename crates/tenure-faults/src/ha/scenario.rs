@@ -2,7 +2,7 @@
 //! it builds, and how its outcome is judged (the negative control must be caught; every
 //! other scenario must hold every invariant).
 
-use super::{galera, patroni};
+use super::{galera, patroni, replication};
 use crate::checker::{Expect, Verdict};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -20,10 +20,13 @@ pub enum DbFault {
     /// tenure leader renews: Patroni demotes it and promotes a replica; the partition heals
     /// after tenure has a new leader.
     Partition,
-    /// The lossy failover: the primary's WAL stream is cut, the tenure leader is killed so that
-    /// a new tenure begins on the primary alone, then the primary is killed and Patroni
-    /// promotes a replica. With `synchronous_mode: false` the new tenure's commit is lost and
-    /// its term is handed out again (the negative control); with `true` it never commits.
+    /// The lossy failover: the primary's WAL stream is cut (on MariaDB: the replica's SQL
+    /// thread stopped), the tenure leader is killed so that a new tenure begins on the primary
+    /// alone, then the primary is killed and a replica promoted (by Patroni; on MariaDB as
+    /// orchestrator would). With asynchronous replication the new tenure's commit is lost: the
+    /// promoted replica's epoch puts the next term above it, and with epochs switched off the
+    /// term is handed out again (the negative control); with synchronous replication it never
+    /// commits.
     LossyFailover,
     /// The nodes point straight at a replica (not HAProxy): they must not lead, and say
     /// "read-only"; a switchover promotes it and they lead; a second switchover demotes it
@@ -43,8 +46,11 @@ pub enum DbFault {
 pub enum ClusterKind {
     /// Patroni with `synchronous_mode: true`.
     PatroniSync,
-    /// Patroni with `synchronous_mode: false` (the negative control).
+    /// Patroni with `synchronous_mode: false`.
     PatroniAsync,
+    /// A MariaDB primary and a replica with asynchronous binlog replication, promoted as
+    /// orchestrator would.
+    MariaDbAsync,
     /// MariaDB Galera, HAProxy sending everything to the first available node.
     Galera,
     /// One MariaDB server (a one-node Galera, built the same way).
@@ -56,79 +62,77 @@ pub struct HaScenario {
     pub name: &'static str,
     pub fault: DbFault,
     pub cluster: ClusterKind,
-    /// The checker must find a violation (the premise "the database keeps its commits" is
-    /// broken on purpose).
+    /// The checker must find a term violation (I1): the nodes run with epochs switched off
+    /// (`--no-epochs`) through a failover that loses commits.
     pub negative_control: bool,
+}
+
+impl HaScenario {
+    const fn new(name: &'static str, fault: DbFault, cluster: ClusterKind) -> HaScenario {
+        HaScenario {
+            name,
+            fault,
+            cluster,
+            negative_control: false,
+        }
+    }
+
+    /// The same scenario as a negative control, with epochs switched off.
+    const fn without_epochs(self) -> HaScenario {
+        HaScenario {
+            negative_control: true,
+            ..self
+        }
+    }
+
+    /// Whether the nodes mint terms in the database's epochs (all but the controls).
+    pub fn epochs(&self) -> bool {
+        !self.negative_control
+    }
 }
 
 /// Every scenario of the profile, in order.
 pub const ALL: &[HaScenario] = &[
-    HaScenario {
-        name: "kill-primary",
-        fault: DbFault::KillPrimary,
-        cluster: ClusterKind::PatroniSync,
-        negative_control: false,
-    },
-    HaScenario {
-        name: "switchover",
-        fault: DbFault::Switchover,
-        cluster: ClusterKind::PatroniSync,
-        negative_control: false,
-    },
-    HaScenario {
-        name: "partition",
-        fault: DbFault::Partition,
-        cluster: ClusterKind::PatroniSync,
-        negative_control: false,
-    },
-    HaScenario {
-        name: "lossy-failover",
-        fault: DbFault::LossyFailover,
-        cluster: ClusterKind::PatroniSync,
-        negative_control: false,
-    },
-    HaScenario {
-        name: "lossy-failover",
-        fault: DbFault::LossyFailover,
-        cluster: ClusterKind::PatroniAsync,
-        negative_control: true,
-    },
-    HaScenario {
-        name: "kill-primary",
-        fault: DbFault::KillPrimary,
-        cluster: ClusterKind::Galera,
-        negative_control: false,
-    },
-    HaScenario {
-        name: "switchover",
-        fault: DbFault::Switchover,
-        cluster: ClusterKind::Galera,
-        negative_control: false,
-    },
-    HaScenario {
-        name: "partition",
-        fault: DbFault::Partition,
-        cluster: ClusterKind::Galera,
-        negative_control: false,
-    },
-    HaScenario {
-        name: "standby",
-        fault: DbFault::Standby,
-        cluster: ClusterKind::PatroniSync,
-        negative_control: false,
-    },
-    HaScenario {
-        name: "read-only",
-        fault: DbFault::ReadOnly,
-        cluster: ClusterKind::MariaDb,
-        negative_control: false,
-    },
-    HaScenario {
-        name: "spread",
-        fault: DbFault::Spread,
-        cluster: ClusterKind::Galera,
-        negative_control: false,
-    },
+    HaScenario::new(
+        "kill-primary",
+        DbFault::KillPrimary,
+        ClusterKind::PatroniSync,
+    ),
+    HaScenario::new("switchover", DbFault::Switchover, ClusterKind::PatroniSync),
+    HaScenario::new("partition", DbFault::Partition, ClusterKind::PatroniSync),
+    HaScenario::new(
+        "lossy-failover",
+        DbFault::LossyFailover,
+        ClusterKind::PatroniSync,
+    ),
+    HaScenario::new(
+        "lossy-failover",
+        DbFault::LossyFailover,
+        ClusterKind::PatroniAsync,
+    ),
+    HaScenario::new(
+        "lossy-failover",
+        DbFault::LossyFailover,
+        ClusterKind::PatroniAsync,
+    )
+    .without_epochs(),
+    HaScenario::new(
+        "async-failover",
+        DbFault::LossyFailover,
+        ClusterKind::MariaDbAsync,
+    ),
+    HaScenario::new(
+        "async-failover",
+        DbFault::LossyFailover,
+        ClusterKind::MariaDbAsync,
+    )
+    .without_epochs(),
+    HaScenario::new("kill-primary", DbFault::KillPrimary, ClusterKind::Galera),
+    HaScenario::new("switchover", DbFault::Switchover, ClusterKind::Galera),
+    HaScenario::new("partition", DbFault::Partition, ClusterKind::Galera),
+    HaScenario::new("standby", DbFault::Standby, ClusterKind::PatroniSync),
+    HaScenario::new("read-only", DbFault::ReadOnly, ClusterKind::MariaDb),
+    HaScenario::new("spread", DbFault::Spread, ClusterKind::Galera),
 ];
 
 impl HaScenario {
@@ -136,18 +140,35 @@ impl HaScenario {
         match self.cluster {
             ClusterKind::PatroniSync => "patroni sync",
             ClusterKind::PatroniAsync => "patroni async",
+            ClusterKind::MariaDbAsync => "mariadb async",
             ClusterKind::Galera => "galera",
             ClusterKind::MariaDb => "mariadb",
         }
     }
 
     /// The scenario's name with its cluster, as `--only` takes it: `kill-primary`,
-    /// `lossy-failover-async`, `galera-kill-primary`, `read-only` (one MariaDB).
+    /// `lossy-failover-async`, `mariadb-async-failover`, `galera-kill-primary`, `read-only`
+    /// (one MariaDB); a negative control ends in `-no-epochs`.
     pub fn id(&self) -> String {
-        match self.cluster {
+        let id = match self.cluster {
             ClusterKind::PatroniSync | ClusterKind::MariaDb => self.name.to_string(),
             ClusterKind::PatroniAsync => format!("{}-async", self.name),
+            ClusterKind::MariaDbAsync => format!("mariadb-{}", self.name),
             ClusterKind::Galera => format!("galera-{}", self.name),
+        };
+        if self.epochs() {
+            id
+        } else {
+            format!("{id}-no-epochs")
+        }
+    }
+
+    /// The scenario's name as the table shows it: a control says that epochs are off.
+    pub fn label(&self) -> String {
+        if self.epochs() {
+            self.name.to_string()
+        } else {
+            format!("{} (epochs off)", self.name)
         }
     }
 
@@ -208,6 +229,7 @@ impl HaOutcome {
 pub fn missing(kind: ClusterKind) -> Vec<String> {
     match kind {
         ClusterKind::Galera | ClusterKind::MariaDb => galera::missing(),
+        ClusterKind::MariaDbAsync => replication::missing(),
         ClusterKind::PatroniSync | ClusterKind::PatroniAsync => patroni::missing(),
     }
 }
@@ -279,7 +301,27 @@ mod tests {
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), n);
-        assert!(ids.contains(&"lossy-failover-async".to_string()));
+        for id in [
+            "lossy-failover-async",
+            "lossy-failover-async-no-epochs",
+            "mariadb-async-failover",
+            "mariadb-async-failover-no-epochs",
+        ] {
+            assert!(ids.contains(&id.to_string()), "{id}");
+        }
+        let controls: Vec<String> = ALL
+            .iter()
+            .filter(|s| s.negative_control)
+            .map(HaScenario::id)
+            .collect();
+        assert_eq!(
+            controls,
+            [
+                "lossy-failover-async-no-epochs",
+                "mariadb-async-failover-no-epochs"
+            ],
+            "every control runs without epochs, and only the controls do"
+        );
         assert!(ids.contains(&"galera-kill-primary".to_string()));
     }
 }

@@ -47,6 +47,9 @@ pub struct NodeConfig {
     pub stop_file: Option<PathBuf>,
     /// The elector's priority among the candidates (higher preferred).
     pub priority: i32,
+    /// Mint terms in the database's epochs; `false` only in a negative control
+    /// ([`tenure::StoreOptions::without_epochs`]).
+    pub epochs: bool,
 }
 
 /// Runs a node until SIGTERM or SIGINT; then shuts the elector down (releasing) and returns.
@@ -70,7 +73,7 @@ pub async fn run(config: NodeConfig) -> Result<(), String> {
         pid: std::process::id(),
     });
     let timing = Timing::from_ttl(config.ttl).map_err(|e| e.to_string())?;
-    let (db, store) = Db::connect(&config.url, timing.db_timeout())
+    let (db, store) = Db::connect(&config.url, timing.db_timeout(), config.epochs)
         .await
         .map_err(|e| e.to_string())?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())

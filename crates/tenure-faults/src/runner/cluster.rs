@@ -68,6 +68,9 @@ pub struct Cluster {
     pub proxies: Vec<Proxy>,
     /// Extra environment of every node (`faketime`).
     pub env: Vec<(String, String)>,
+    /// Whether the nodes mint terms in the database's epochs (`false`: `--no-epochs`, the
+    /// negative control of an asynchronous failover). Set before the nodes are spawned.
+    pub epochs: bool,
     store: Store,
     incarnations: Vec<u32>,
 }
@@ -116,7 +119,7 @@ impl Cluster {
             BackendKind::Sqlite => format!("sqlite://{}", dir.join("faults.db").display()),
             _ => target.url.clone(),
         };
-        let (db, store) = Db::connect(&url, Duration::from_secs(10))
+        let (db, store) = Db::connect(&url, Duration::from_secs(10), true)
             .await
             .map_err(|e| e.to_string())?;
         store.migrate().await.map_err(|e| e.to_string())?;
@@ -147,6 +150,7 @@ impl Cluster {
             nodes: Vec::new(),
             proxies,
             env,
+            epochs: true,
             store,
             incarnations: vec![0; settings.nodes],
         };
@@ -202,6 +206,7 @@ impl Cluster {
             .arg("--stop-file")
             .arg(self.stop_file(&id))
             .args(["--priority", &self.priority_of(slot).to_string()])
+            .args((!self.epochs).then_some("--no-epochs"))
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
