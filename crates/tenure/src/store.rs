@@ -11,10 +11,11 @@ use crate::features;
 use crate::fence::Fence;
 use crate::model::{DbTime, Effect, Op, Purpose};
 use crate::records::LeaderInfo;
+use crate::telemetry;
 use crate::validate;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// A handle on tenure's tables in one database: the one door to them. Cheap to clone.
 ///
@@ -119,7 +120,7 @@ impl Store {
     /// # Errors
     /// [`Error::Timeout`], database errors.
     pub async fn migrate(&self) -> Result<()> {
-        self.bounded(self.backend.migrate()).await?;
+        self.bounded("migrate", self.backend.migrate()).await?;
         features::tables(self, true).await
     }
 
@@ -128,7 +129,8 @@ impl Store {
     /// # Errors
     /// [`Error::SchemaMissing`], [`Error::Timeout`], database errors.
     pub async fn check_schema(&self) -> Result<()> {
-        self.bounded(self.backend.check_schema()).await?;
+        self.bounded("check_schema", self.backend.check_schema())
+            .await?;
         features::tables(self, false).await
     }
 
@@ -139,9 +141,15 @@ impl Store {
     /// [`from_backend`](Store::from_backend) and never migrated) is refused with
     /// [`Error::SchemaMissing`] naming the table, not a database error repeated at every call.
     pub(crate) async fn transaction(&self, body: &mut dyn Body) -> Result<()> {
-        match self.bounded(self.backend.transaction(body)).await {
+        match self
+            .bounded("transaction", self.backend.transaction(body))
+            .await
+        {
             Err(Error::Database(e)) if is_missing_table(&e) => {
-                match self.bounded(features::missing(&*self.backend)).await {
+                match self
+                    .bounded("check_schema", features::missing(&*self.backend))
+                    .await
+                {
                     Ok(Some(table)) => Err(Error::SchemaMissing {
                         table,
                         url: self.url().to_string(),
@@ -188,7 +196,12 @@ impl Store {
             validate_op(name, op).is_ok(),
             "unvalidated {op:?} on {name:?}"
         );
-        self.bounded(self.backend.apply(name, op, actor)).await
+        let sent = SystemTime::now();
+        let applied = self
+            .bounded(telemetry::op_label(op), self.backend.apply(name, op, actor))
+            .await?;
+        telemetry::clock_offset(applied.now, sent, SystemTime::now());
+        Ok(applied)
     }
 
     /// Renews the tenures `leases` of `holder` in one transaction (the locks' keep-alive).
@@ -197,12 +210,18 @@ impl Store {
         holder: &str,
         leases: &[(String, u64)],
     ) -> Result<Renewed> {
-        self.bounded(self.backend.renew_many(holder, leases)).await
+        let sent = SystemTime::now();
+        let renewed = self
+            .bounded("renew_many", self.backend.renew_many(holder, leases))
+            .await?;
+        telemetry::clock_offset(renewed.now, sent, SystemTime::now());
+        Ok(renewed)
     }
 
     /// The last completed tick of schedule `name`, with the database's clock.
     pub(crate) async fn last_tick(&self, name: &str) -> Result<(Option<i64>, DbTime)> {
-        self.bounded(self.backend.last_tick(name)).await
+        self.bounded("last_tick", self.backend.last_tick(name))
+            .await
     }
 
     /// Records tick `tick_ms` of `name` as completed, fenced by `holder`'s `term`.
@@ -213,8 +232,11 @@ impl Store {
         term: u64,
         tick_ms: i64,
     ) -> Result<bool> {
-        self.bounded(self.backend.complete_tick(name, holder, term, tick_ms))
-            .await
+        self.bounded(
+            "complete_tick",
+            self.backend.complete_tick(name, holder, term, tick_ms),
+        )
+        .await
     }
 
     /// Releases tenure `term` of `candidate`; nobody may acquire before
@@ -336,7 +358,7 @@ impl Store {
     /// [`Error::Invalid`], [`Error::Timeout`], database errors.
     pub async fn get(&self, name: &str) -> Result<Snapshot> {
         validate::name(name)?;
-        self.bounded(self.backend.get(name)).await
+        self.bounded("get", self.backend.get(name)).await
     }
 
     /// Every name with its state.
@@ -344,7 +366,7 @@ impl Store {
     /// # Errors
     /// [`Error::Timeout`], database errors.
     pub async fn list(&self) -> Result<Snapshot> {
-        self.bounded(self.backend.list()).await
+        self.bounded("list", self.backend.list()).await
     }
 
     /// The newest `limit` recorded transitions of `name`, newest first: every transition of an
@@ -355,7 +377,8 @@ impl Store {
     /// [`Error::Invalid`], [`Error::Timeout`], database errors.
     pub async fn history(&self, name: &str, limit: u32) -> Result<Vec<HistoryEntry>> {
         validate::name(name)?;
-        self.bounded(self.backend.history(name, limit)).await
+        self.bounded("history", self.backend.history(name, limit))
+            .await
     }
 }
 
@@ -401,9 +424,18 @@ impl Store {
     /// answer the connections open now may lead to the wrong server (a failover): the backend
     /// stops using them, and it is told so before the timed-out call is dropped, so that the
     /// connection that call held is closed rather than taken back into the pool.
-    async fn bounded<T>(&self, fut: impl Future<Output = Result<T>>) -> Result<T> {
+    ///
+    /// Every call passes here, so here it is recorded (`telemetry.rs`): its round trip and
+    /// outcome under the label `op`.
+    async fn bounded<T>(
+        &self,
+        op: &'static str,
+        fut: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
         let discard = || self.backend.discard_connections();
+        let started = tokio::time::Instant::now();
         let result = bounded_then(self.timeout, fut, discard).await;
+        telemetry::round_trip(op, started.elapsed(), &result);
         if matches!(result, Err(Error::ReadOnly { .. })) {
             discard();
         }
