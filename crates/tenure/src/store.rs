@@ -141,10 +141,12 @@ impl Store {
     /// [`from_backend`](Store::from_backend) and never migrated) is refused with
     /// [`Error::SchemaMissing`] naming the table, not a database error repeated at every call.
     pub(crate) async fn transaction(&self, body: &mut dyn Body) -> Result<()> {
-        match self
-            .bounded("transaction", self.backend.transaction(body))
-            .await
-        {
+        let (op, sent) = (body.op(), SystemTime::now());
+        let ran = self.bounded(op, self.backend.transaction(body)).await;
+        if let Some(db_now) = body.db_now().filter(|_| ran.is_ok()) {
+            telemetry::clock_offset(db_now, sent, SystemTime::now());
+        }
+        match ran {
             Err(Error::Database(e)) if is_missing_table(&e) => {
                 match self
                     .bounded("check_schema", features::missing(&*self.backend))

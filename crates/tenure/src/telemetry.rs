@@ -229,12 +229,13 @@ fn error_kind(e: &Error) -> Option<&'static str> {
 /// Records the database clock `db_now` read by a call sent at wall-clock `sent` and answered
 /// at wall-clock `received`, against their midpoint.
 pub(crate) fn clock_offset(db_now: DbTime, sent: SystemTime, received: SystemTime) {
-    let ms = |t: SystemTime| {
+    // Database instants are microseconds since the Unix epoch.
+    let secs = |t: SystemTime| {
         t.duration_since(UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+            .map_or(0.0, |d| d.as_secs_f64())
     };
-    let local_ms = (ms(sent) + ms(received)) / 2.0;
-    metrics::gauge!(CLOCK_OFFSET).set((db_now.0 as f64 - local_ms) / 1000.0);
+    let local = (secs(sent) + secs(received)) / 2.0;
+    metrics::gauge!(CLOCK_OFFSET).set(db_now.0 as f64 / 1e6 - local);
 }
 
 // === elector campaigns and lock waits ===
@@ -522,7 +523,7 @@ mod tests {
         metrics::with_local_recorder(&recorder, || {
             let sent = UNIX_EPOCH + Duration::from_secs(1000);
             let received = sent + Duration::from_secs(2);
-            clock_offset(DbTime(1_003_500), sent, received);
+            clock_offset(DbTime(1_003_500_000), sent, received);
         });
         let all = recorded(snapshotter.snapshot());
         assert_eq!(gauge(find(&all, CLOCK_OFFSET, &[])), 2.5);
