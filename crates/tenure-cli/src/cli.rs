@@ -158,6 +158,8 @@ pub struct RunArgs {
     pub health: HealthArgs,
     #[command(flatten)]
     pub command: CommandArgs,
+    #[command(flatten)]
+    pub watching: crate::watching::WatchingArgs,
 }
 
 /// The lease a command campaigns with (`run`, `lock`, `every`, `serve --campaign`).
@@ -255,6 +257,8 @@ pub struct LockArgs {
     pub health: HealthArgs,
     #[command(flatten)]
     pub command: CommandArgs,
+    #[command(flatten)]
+    pub watching: crate::watching::WatchingArgs,
 }
 
 #[derive(Debug, Args)]
@@ -276,6 +280,8 @@ pub struct EveryArgs {
     pub catch_up: u32,
     #[command(flatten)]
     pub command: CommandArgs,
+    #[command(flatten)]
+    pub watching: crate::watching::WatchingArgs,
 }
 
 #[derive(Debug, Args)]
@@ -413,6 +419,8 @@ pub struct ServeArgs {
     /// writes always do.
     #[arg(long)]
     pub consul_reads_need_token: bool,
+    #[command(flatten)]
+    pub watching: crate::watching::WatchingArgs,
 }
 
 #[cfg(test)]

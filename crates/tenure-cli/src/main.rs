@@ -24,6 +24,7 @@ mod output;
 mod sd_notify;
 mod serve;
 mod supervise;
+mod watching;
 
 use clap::Parser;
 use std::process::ExitCode;
