@@ -243,13 +243,8 @@ mod tests {
     use crate::telemetry::Role;
 
     fn seen() -> Seen {
-        Seen::start(
-            "belief-test",
-            Role::Lock,
-            1,
-            Instant::now(),
-            Duration::from_secs(1),
-        )
+        let timing = Timing::from_ttl(Duration::from_secs(4)).unwrap();
+        Seen::start("belief-test", Role::Lock, 1, Instant::now(), &timing)
     }
 
     #[tokio::test(start_paused = true)]

@@ -24,6 +24,7 @@
 //! The local wall clock is read only for the clock offset, a figure for operators: no
 //! decision uses it.
 
+use crate::config::Timing;
 use crate::error::Error;
 use crate::model::{DbTime, Op};
 use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
@@ -66,6 +67,9 @@ pub const LOCK_WAIT_SECONDS: &str = "tenure_lock_wait_seconds";
 pub const RENEW_LAG_SECONDS: &str = "tenure_renew_lag_seconds";
 /// Belief left when a renewal's answer came (histogram, seconds; `name`, `role`).
 pub const MARGIN_SECONDS: &str = "tenure_belief_margin_seconds";
+/// The safety margin of the latest belief (gauge, seconds; `name`, `role`): what the alert
+/// rules compare renew lag and clock offset with.
+pub const SAFETY_MARGIN: &str = "tenure_safety_margin_seconds";
 
 /// Buckets suggested for every `_seconds` histogram above: a millisecond round trip on a
 /// local database up to a minute-long hold or wait.
@@ -135,6 +139,11 @@ pub fn describe() {
         MARGIN_SECONDS,
         Unit::Seconds,
         "Belief left when each renewal's answer arrived: how close the holder came to losing it."
+    );
+    describe_gauge!(
+        SAFETY_MARGIN,
+        Unit::Seconds,
+        "The safety margin of this process's latest tenure or lock of the name."
     );
 }
 
@@ -312,16 +321,12 @@ pub(crate) struct Seen {
 }
 
 impl Seen {
-    /// Records the start of a belief in `term` of `name`, whose granting campaign was `sent`
-    /// and which is renewed every `interval`.
-    pub(crate) fn start(
-        name: &str,
-        role: Role,
-        term: u64,
-        sent: Instant,
-        interval: Duration,
-    ) -> Seen {
+    /// Records the start of a belief in `term` of `name`, whose granting campaign was `sent`,
+    /// kept with `timing`.
+    pub(crate) fn start(name: &str, role: Role, term: u64, sent: Instant, timing: &Timing) -> Seen {
         let name = name_label(name);
+        let margin = timing.safety_margin().as_secs_f64();
+        metrics::gauge!(SAFETY_MARGIN, "name" => name.clone(), "role" => role.as_str()).set(margin);
         match role {
             Role::Leader => {
                 metrics::counter!(TRANSITIONS, "name" => name.clone(), "event" => "acquired")
@@ -335,7 +340,7 @@ impl Seen {
             name,
             role,
             started: Instant::now(),
-            interval,
+            interval: timing.renew_interval(),
             state: Mutex::new((sent, false)),
         }
     }
@@ -439,7 +444,8 @@ mod tests {
         let _local = metrics::set_default_local_recorder(&recorder);
         let start = Instant::now();
         let second = Duration::from_secs(1);
-        let seen = Seen::start("elected#2", Role::Leader, 7, start, second);
+        let timing = Timing::from_ttl(4 * second).unwrap();
+        let seen = Seen::start("elected#2", Role::Leader, 7, start, &timing);
         let (belief, _view) = Belief::new(7, start + 10 * second, seen);
         tokio::time::advance(Duration::from_millis(1500)).await;
         let now = Instant::now();
@@ -447,6 +453,10 @@ mod tests {
         let during = recorded(snapshotter.snapshot());
         assert_eq!(gauge(find(&during, IS_LEADER, &[("name", "elected")])), 1.0);
         assert_eq!(gauge(find(&during, TERM, &[("name", "elected")])), 7.0);
+        assert_eq!(
+            gauge(find(&during, SAFETY_MARGIN, &[("role", "leader")])),
+            0.4
+        );
         let lag = histogram(find(&during, RENEW_LAG_SECONDS, &[("role", "leader")]));
         assert_eq!(lag, vec![0.5], "sent 1.5 s after the grant, due after 1 s");
         let margin = histogram(find(&during, MARGIN_SECONDS, &[("name", "elected")]));

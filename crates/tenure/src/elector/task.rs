@@ -310,8 +310,13 @@ impl Task {
 
     fn begin(&mut self, term: u64, deadline: Instant, sent: Instant, now: Instant) {
         tracing::info!(name = %self.name, candidate = %self.me, term, "leadership acquired");
-        let interval = self.timing.renew_interval();
-        let seen = Seen::start(&self.name, telemetry::Role::Leader, term, sent, interval);
+        let seen = Seen::start(
+            &self.name,
+            telemetry::Role::Leader,
+            term,
+            sent,
+            &self.timing,
+        );
         let (belief, view) = Belief::new(term, deadline, seen);
         let (alive, stopped) = oneshot::channel();
         self.tenure = Some(Tenure { belief, stopped });

@@ -68,7 +68,7 @@ impl Table {
             give_back,
         });
         terms.ledger.handed_out(term);
-        let seen = Seen::start(name, Role::Lock, term, sent, timing.renew_interval());
+        let seen = Seen::start(name, Role::Lock, term, sent, &timing);
         let (belief, view) = Belief::new(term, deadline, seen);
         self.held.insert(
             name.to_string(),
