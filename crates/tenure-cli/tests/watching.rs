@@ -1,7 +1,7 @@
 //! `--metrics-listen` on the long-running commands, as real processes: `tenure run` serves its
 //! leader gauge, term and histograms while it leads; `tenure lock` (the address from
 //! `TENURE_METRICS_LISTEN`) serves its held lock. Port 0 everywhere: the command logs the
-//! address it bound.
+//! address it bound. And the Grafana dashboard (`deploy/grafana`) reads only series they serve.
 
 mod support;
 
@@ -133,4 +133,160 @@ fn lock_serves_its_lock(kind: BackendKind) {
         !text.contains("tenure_is_leader"),
         "a lock is no election: {text}"
     );
+}
+
+/// Every metric name in the expressions of `deploy/grafana/tenure-dashboard.json` is a series
+/// a live tenure serves. Three processes on one SQLite file make every series appear:
+/// `tenure serve --campaign` (elector, watcher, a blocking query), `tenure lock`, and a
+/// database locked by the test for a while (errors, a loss by deadline, hold time).
+#[test]
+fn the_dashboard_uses_only_exported_series() {
+    let dashboard = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/grafana/tenure-dashboard.json"
+    );
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dashboard).expect("dashboard"))
+            .expect("JSON");
+    let mut expressions = Vec::new();
+    collect_queries(&dashboard, &mut expressions);
+    assert!(expressions.len() >= 20, "{expressions:?}");
+    let names: std::collections::BTreeSet<String> =
+        expressions.iter().flat_map(|e| metric_names(e)).collect();
+
+    let b = backend(BackendKind::Sqlite).expect("SQLite always runs");
+    let lock_args = [
+        "lock",
+        "dash-lock",
+        "--ttl",
+        "2s",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ];
+    let mut lock = b.tenure(&lock_args);
+    lock.args(["--", "sh", "-c", "echo held; exec sleep 60"]);
+    let lock = Background::spawn(&mut lock);
+    assert_eq!(
+        lock.next_line(Duration::from_secs(20)).as_deref(),
+        Some("held")
+    );
+    let lock_text = metrics_when(metrics_address(&lock), "renewed", |t| {
+        t.contains("tenure_renew_lag_seconds_count{name=\"dash-lock\",role=\"lock\"}")
+    });
+    drop(lock);
+
+    let serve_args = [
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--campaign",
+        "dash",
+        "--ttl",
+        "2s",
+    ];
+    let mut serve = b.tenure(&serve_args);
+    serve.args(["--metrics-listen", "127.0.0.1:0"]);
+    let serve = Background::spawn(&mut serve);
+    let address = metrics_address(&serve);
+    metrics_when(address, "leading and renewed", |t| {
+        sample(t, "tenure_is_leader{name=\"dash\"}") == Some(1.0)
+            && t.contains("tenure_renew_lag_seconds_count{name=\"dash\",role=\"leader\"}")
+    });
+    let api = api_address(&serve);
+    let index = http(api, "GET", "/v1/status", &[], b"")
+        .header("x-tenure-index")
+        .map(str::to_string);
+    let index = index.expect("an index");
+    let blocking = format!("/v1/status?index={index}&wait=100ms");
+    assert_eq!(http(api, "GET", &blocking, &[], b"").status, 200);
+
+    // The database locked: campaigns and reads fail until the belief ends at its deadline.
+    let runtime = support::runtime();
+    let mut conn = runtime.block_on(async {
+        use sqlx::Connection;
+        let mut conn = sqlx::SqliteConnection::connect(&b.url)
+            .await
+            .expect("connect");
+        sqlx::query("BEGIN EXCLUSIVE")
+            .execute(&mut conn)
+            .await
+            .expect("lock");
+        conn
+    });
+    let serve_text = metrics_when(address, "failed and lost", |t| {
+        t.contains("tenure_database_errors_total{")
+            && t.contains("tenure_losses_total{name=\"dash\",role=\"leader\",reason=\"deadline\"}")
+            && t.contains("tenure_serve_poll_errors_total")
+    });
+    runtime.block_on(async {
+        sqlx::query("ROLLBACK")
+            .execute(&mut conn)
+            .await
+            .expect("unlock");
+    });
+
+    let exported: std::collections::BTreeSet<&str> = lock_text
+        .lines()
+        .chain(serve_text.lines())
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .collect();
+    let missing: Vec<_> = names
+        .iter()
+        .filter(|n| !exported.contains(n.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "the dashboard queries series nobody exports: {missing:?}\nexported: {exported:?}"
+    );
+}
+
+/// Every PromQL string of a Grafana dashboard: the panels' `expr` and the variables' queries.
+fn collect_queries(value: &serde_json::Value, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, v) in map {
+                match (key.as_str(), v) {
+                    ("expr" | "definition", serde_json::Value::String(s)) => out.push(s.clone()),
+                    _ => collect_queries(v, out),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| collect_queries(v, out)),
+        _ => {}
+    }
+}
+
+/// The metric names an expression reads: every `tenure_…` identifier. An identifier right
+/// before a selector's `{` that is not tenure's is a series tenure does not export.
+fn metric_names(expr: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = expr;
+    while let Some(start) = rest.find(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        let tail = &rest[start..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+            .unwrap_or(tail.len());
+        let word = &tail[..end];
+        let quoted = rest[..start].ends_with('"') || rest[..start].ends_with('|');
+        if word.starts_with("tenure_") {
+            names.push(word.to_string());
+        } else {
+            assert!(
+                quoted || !tail[end..].starts_with('{'),
+                "{word} in {expr:?} is not a tenure series"
+            );
+        }
+        rest = &tail[end..];
+    }
+    names
+}
+
+/// The API address `tenure serve` printed ("tenure: listening on http://ADDR").
+fn api_address(process: &Background) -> SocketAddr {
+    let stderr = process.stderr();
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("tenure: listening on http://")?.parse().ok())
+        .unwrap_or_else(|| panic!("no API address: {stderr}"))
 }
