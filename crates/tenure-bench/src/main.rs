@@ -100,6 +100,10 @@ pub struct Options {
     /// Keep the temporary directory (stamps and the logs of every process) for inspection.
     #[arg(long)]
     pub keep_files: bool,
+    /// Install a Prometheus recorder (as `tenure --metrics-listen` does) so that the library's
+    /// metrics are recorded, not dropped: the A/B of what metrics cost (docs/benchmarks.md).
+    #[arg(long)]
+    pub metrics: bool,
     /// Also write every figure as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -203,6 +207,27 @@ fn target(url: &str, prefix: &str) -> Result<db::Target, String> {
     })
 }
 
+/// With `--metrics`, the Prometheus recorder, its histograms drained every 5 s as the
+/// command's upkeep does.
+fn install_metrics(on: bool) -> Result<(), String> {
+    use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+    if !on {
+        return Ok(());
+    }
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Suffix("_seconds".into()),
+            tenure::telemetry::SECONDS_BUCKETS,
+        )
+        .and_then(PrometheusBuilder::install_recorder)
+        .map_err(|e| e.to_string())?;
+    std::thread::spawn(move || loop {
+        std::thread::sleep(Duration::from_secs(5));
+        handle.run_upkeep();
+    });
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.helper {
@@ -227,7 +252,8 @@ fn main() -> ExitCode {
             let json = serde_json::to_string(&held).map_err(|e| e.to_string())?;
             std::fs::write(&out, json).map_err(|e| format!("{}: {e}", out.display()))
         }),
-        None => runtime().block_on(bench::main(cli.options)),
+        None => install_metrics(cli.options.metrics)
+            .and_then(|()| runtime().block_on(bench::main(cli.options))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -164,6 +164,8 @@ pub struct RunArgs {
     pub standing: StandingArgs,
     #[command(flatten)]
     pub command: CommandArgs,
+    #[command(flatten)]
+    pub watching: crate::watching::WatchingArgs,
 }
 
 /// The lease a command campaigns with (`run`, `lock`, `every`, `serve --campaign`).
@@ -284,6 +286,8 @@ pub struct LockArgs {
     pub health: HealthArgs,
     #[command(flatten)]
     pub command: CommandArgs,
+    #[command(flatten)]
+    pub watching: crate::watching::WatchingArgs,
 }
 
 #[derive(Debug, Args)]
@@ -308,6 +312,8 @@ pub struct EveryArgs {
     pub standing: StandingArgs,
     #[command(flatten)]
     pub command: CommandArgs,
+    #[command(flatten)]
+    pub watching: crate::watching::WatchingArgs,
 }
 
 #[derive(Debug, Args)]
@@ -454,6 +460,8 @@ pub struct ServeArgs {
     /// writes always do.
     #[arg(long)]
     pub consul_reads_need_token: bool,
+    #[command(flatten)]
+    pub watching: crate::watching::WatchingArgs,
     // Last: its help heading would also head the flags after it.
     #[command(flatten)]
     pub standing: StandingArgs,

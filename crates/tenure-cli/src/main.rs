@@ -25,6 +25,7 @@ mod roster;
 mod sd_notify;
 mod serve;
 mod supervise;
+mod watching;
 
 use clap::Parser;
 use std::process::ExitCode;

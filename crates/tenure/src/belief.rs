@@ -13,10 +13,13 @@
 //!   the deadline passed, and fires the signal.
 //! - [`Ledger`]: a term is handed to at most one belief, ever, and a term whose belief ended
 //!   stays *stale* until its release is known to have landed; it is never resumed.
+//! - Each belief carries its [`Seen`]: its start, every renewal and its end are recorded there
+//!   (`telemetry.rs`), so every kind of guard is watched alike.
 
 use crate::backend::Applied;
 use crate::config::Timing;
 use crate::model::{DbTime, Lease};
+use crate::telemetry::{Ended, Seen};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -28,6 +31,7 @@ pub(crate) struct Belief {
     term: u64,
     deadline: watch::Sender<Instant>,
     lost: CancellationToken,
+    seen: Seen,
 }
 
 /// The guards' side: cheap to clone, read-only.
@@ -38,8 +42,8 @@ pub(crate) struct View {
 }
 
 impl Belief {
-    /// A new belief in `term` until `deadline`.
-    pub(crate) fn new(term: u64, deadline: Instant) -> (Belief, View) {
+    /// A new belief in `term` until `deadline`, recorded in `seen`.
+    pub(crate) fn new(term: u64, deadline: Instant, seen: Seen) -> (Belief, View) {
         let (tx, rx) = watch::channel(deadline);
         let lost = CancellationToken::new();
         let view = View {
@@ -50,6 +54,7 @@ impl Belief {
             term,
             deadline: tx,
             lost,
+            seen,
         };
         (belief, view)
     }
@@ -62,29 +67,36 @@ impl Belief {
         *self.deadline.borrow()
     }
 
-    /// Moves the deadline to `to` after a renewal, unless the belief has already ended (its
-    /// signal fired or its current deadline passed): then it fires the signal and returns
-    /// false. The check and the move happen under the watch's lock, so no guard can have seen
-    /// the belief ended before it is extended.
-    pub(crate) fn extend(&self, to: Instant) -> bool {
+    /// Moves the deadline to `to` after a renewal sent at `sent`, unless the belief has
+    /// already ended (its signal fired or its current deadline passed): then it fires the
+    /// signal and returns false. The check and the move happen under the watch's lock, so no
+    /// guard can have seen the belief ended before it is extended.
+    pub(crate) fn extend(&self, to: Instant, sent: Instant) -> bool {
         let mut alive = false;
+        let mut left = Duration::ZERO;
         self.deadline.send_if_modified(|current| {
-            alive = !self.lost.is_cancelled() && Instant::now() < *current;
+            let now = Instant::now();
+            alive = !self.lost.is_cancelled() && now < *current;
+            left = current.saturating_duration_since(now);
             if alive && to != *current {
                 *current = to;
                 return true;
             }
             false
         });
-        if !alive {
+        if alive {
+            self.seen.renewed(sent, left);
+        } else {
             self.lost.cancel();
+            self.seen.ended(Ended::Deadline);
         }
         alive
     }
 
-    /// Ends the belief now.
-    pub(crate) fn end(&self) {
+    /// Ends the belief now, `why`.
+    pub(crate) fn end(&self, why: Ended) {
         self.lost.cancel();
+        self.seen.ended(why);
     }
 }
 
@@ -92,6 +104,7 @@ impl Drop for Belief {
     /// A belief whose owner is gone (a dropped elector task, a forgotten lock) has ended.
     fn drop(&mut self) {
         self.lost.cancel();
+        self.seen.ended(Ended::Dropped);
     }
 }
 
@@ -227,17 +240,23 @@ impl Ledger {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::telemetry::Role;
+
+    fn seen() -> Seen {
+        let timing = Timing::from_ttl(Duration::from_secs(4)).unwrap();
+        Seen::start("belief-test", Role::Lock, 1, Instant::now(), &timing)
+    }
 
     #[tokio::test(start_paused = true)]
     async fn an_ended_belief_is_never_extended() {
         let start = Instant::now();
-        let (belief, view) = Belief::new(1, start + Duration::from_millis(100));
-        assert!(belief.extend(start + Duration::from_millis(200)));
+        let (belief, view) = Belief::new(1, start + Duration::from_millis(100), seen());
+        assert!(belief.extend(start + Duration::from_millis(200), start));
         assert!(!view.has_ended());
         tokio::time::sleep(Duration::from_millis(250)).await;
         assert!(view.has_ended(), "the deadline passed");
         // A renewal that answers after the deadline passed is refused, and the loss stays.
-        assert!(!belief.extend(Instant::now() + Duration::from_secs(1)));
+        assert!(!belief.extend(Instant::now() + Duration::from_secs(1), start));
         assert!(view.has_ended());
         assert!(view.token().is_cancelled());
         assert_eq!(view.deadline(), start + Duration::from_millis(200));
@@ -246,9 +265,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_fired_signal_is_final() {
         let start = Instant::now();
-        let (belief, view) = Belief::new(1, start + Duration::from_secs(1));
-        belief.end();
-        assert!(!belief.extend(start + Duration::from_secs(2)));
+        let (belief, view) = Belief::new(1, start + Duration::from_secs(1), seen());
+        belief.end(Ended::Released);
+        assert!(!belief.extend(start + Duration::from_secs(2), start));
         assert!(view.has_ended());
         view.ended().await;
         assert_eq!(Instant::now(), start, "at once");
@@ -257,7 +276,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn ended_follows_renewals_and_the_owners_drop() {
         let start = Instant::now();
-        let (belief, view) = Belief::new(1, start + Duration::from_millis(100));
+        let (belief, view) = Belief::new(1, start + Duration::from_millis(100), seen());
         let waiter = tokio::spawn({
             let view = view.clone();
             async move {
@@ -266,13 +285,13 @@ mod tests {
             }
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
-        belief.extend(start + Duration::from_millis(300));
+        belief.extend(start + Duration::from_millis(300), start);
         assert_eq!(
             waiter.await.unwrap(),
             start + Duration::from_millis(300),
             "the moved deadline"
         );
-        let (belief, view) = Belief::new(2, Instant::now() + Duration::from_secs(5));
+        let (belief, view) = Belief::new(2, Instant::now() + Duration::from_secs(5), seen());
         drop(belief);
         assert!(view.has_ended(), "an owner that is gone ends its belief");
     }

@@ -105,6 +105,10 @@ impl Body for Tables {
         self.create
     }
 
+    fn op(&self) -> &'static str {
+        "tables"
+    }
+
     async fn run(&mut self, tx: &mut dyn Tx) -> Result<Outcome> {
         self.missing = None;
         if self.create {

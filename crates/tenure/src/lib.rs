@@ -60,6 +60,9 @@
 //! - [`Locks`]: cluster locks and semaphores, kept alive in batches.
 //! - [`Schedule`]: leader-only schedules with the last completed tick in the database.
 //! - `consul` (feature `consul`): Consul's sessions and KV, a layer on the seam.
+//! - [`telemetry`]: every metric tenure records (through the `metrics` facade; the
+//!   application installs the exporter), recorded from the store's round trip and from the
+//!   start and end of every belief.
 //!
 //! # Features
 //! `sqlite`, `postgres`, `mysql` (all on by default) select the backends. `consul` compiles in
@@ -91,6 +94,7 @@ mod records;
 mod rng;
 mod schedule;
 mod store;
+pub mod telemetry;
 pub mod validate;
 
 pub use backend::kind::BackendKind;

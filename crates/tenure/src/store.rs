@@ -11,10 +11,11 @@ use crate::features;
 use crate::fence::Fence;
 use crate::model::{DbTime, Effect, Op, Purpose};
 use crate::records::LeaderInfo;
+use crate::telemetry;
 use crate::validate;
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 /// A handle on tenure's tables in one database: the one door to them. Cheap to clone.
 ///
@@ -118,8 +119,9 @@ impl Store {
     /// # Errors
     /// [`Error::Timeout`], database errors.
     pub async fn migrate(&self) -> Result<()> {
-        self.bounded(self.backend.migrate()).await?;
-        self.bounded(features::tables(&*self.backend, true)).await
+        self.bounded("migrate", self.backend.migrate()).await?;
+        self.bounded("tables", features::tables(&*self.backend, true))
+            .await
     }
 
     /// Checks that the tables exist with a schema version this build understands.
@@ -127,8 +129,10 @@ impl Store {
     /// # Errors
     /// [`Error::SchemaMissing`], [`Error::Timeout`], database errors.
     pub async fn check_schema(&self) -> Result<()> {
-        self.bounded(self.backend.check_schema()).await?;
-        self.bounded(features::tables(&*self.backend, false)).await
+        self.bounded("check_schema", self.backend.check_schema())
+            .await?;
+        self.bounded("tables", features::tables(&*self.backend, false))
+            .await
     }
 
     /// Runs `body` in one transaction (see `backend/tx.rs`), bounded by this handle's timeout:
@@ -138,9 +142,17 @@ impl Store {
     /// [`from_backend`](Store::from_backend) and never migrated) is refused with
     /// [`Error::SchemaMissing`] naming the table, not a database error repeated at every call.
     pub(crate) async fn transaction(&self, body: &mut dyn Body) -> Result<()> {
-        match self.bounded(self.backend.transaction(body)).await {
+        let (op, sent) = (body.op(), SystemTime::now());
+        let ran = self.bounded(op, self.backend.transaction(body)).await;
+        if let Some(db_now) = body.db_now().filter(|_| ran.is_ok()) {
+            telemetry::clock_offset(db_now, sent, SystemTime::now());
+        }
+        match ran {
             Err(Error::Database(e)) if is_missing_table(&e) => {
-                match self.bounded(features::missing(&*self.backend)).await {
+                match self
+                    .bounded("check_schema", features::missing(&*self.backend))
+                    .await
+                {
                     Ok(Some(table)) => Err(Error::SchemaMissing {
                         table,
                         url: self.url().to_string(),
@@ -187,7 +199,12 @@ impl Store {
             validate_op(name, op).is_ok(),
             "unvalidated {op:?} on {name:?}"
         );
-        self.bounded(self.backend.apply(name, op, actor)).await
+        let sent = SystemTime::now();
+        let applied = self
+            .bounded(telemetry::op_label(op), self.backend.apply(name, op, actor))
+            .await?;
+        telemetry::clock_offset(applied.now, sent, SystemTime::now());
+        Ok(applied)
     }
 
     /// Renews the tenures `leases` of `holder` in one transaction (the locks' keep-alive).
@@ -196,12 +213,18 @@ impl Store {
         holder: &str,
         leases: &[(String, u64)],
     ) -> Result<Renewed> {
-        self.bounded(self.backend.renew_many(holder, leases)).await
+        let sent = SystemTime::now();
+        let renewed = self
+            .bounded("renew_many", self.backend.renew_many(holder, leases))
+            .await?;
+        telemetry::clock_offset(renewed.now, sent, SystemTime::now());
+        Ok(renewed)
     }
 
     /// The last completed tick of schedule `name`, with the database's clock.
     pub(crate) async fn last_tick(&self, name: &str) -> Result<(Option<i64>, DbTime)> {
-        self.bounded(self.backend.last_tick(name)).await
+        self.bounded("last_tick", self.backend.last_tick(name))
+            .await
     }
 
     /// Records tick `tick_ms` of `name` as completed, fenced by `holder`'s `term`.
@@ -212,8 +235,11 @@ impl Store {
         term: u64,
         tick_ms: i64,
     ) -> Result<bool> {
-        self.bounded(self.backend.complete_tick(name, holder, term, tick_ms))
-            .await
+        self.bounded(
+            "complete_tick",
+            self.backend.complete_tick(name, holder, term, tick_ms),
+        )
+        .await
     }
 
     /// Releases tenure `term` of `candidate`; nobody may acquire before
@@ -335,7 +361,7 @@ impl Store {
     /// [`Error::Invalid`], [`Error::Timeout`], database errors.
     pub async fn get(&self, name: &str) -> Result<Snapshot> {
         validate::name(name)?;
-        self.bounded(self.backend.get(name)).await
+        self.bounded("get", self.backend.get(name)).await
     }
 
     /// Every name with its state.
@@ -343,7 +369,7 @@ impl Store {
     /// # Errors
     /// [`Error::Timeout`], database errors.
     pub async fn list(&self) -> Result<Snapshot> {
-        self.bounded(self.backend.list()).await
+        self.bounded("list", self.backend.list()).await
     }
 
     /// The newest `limit` recorded transitions of `name`, newest first: every transition of an
@@ -354,7 +380,8 @@ impl Store {
     /// [`Error::Invalid`], [`Error::Timeout`], database errors.
     pub async fn history(&self, name: &str, limit: u32) -> Result<Vec<HistoryEntry>> {
         validate::name(name)?;
-        self.bounded(self.backend.history(name, limit)).await
+        self.bounded("history", self.backend.history(name, limit))
+            .await
     }
 }
 
@@ -400,9 +427,18 @@ impl Store {
     /// answer the connections open now may lead to the wrong server (a failover): the backend
     /// stops using them, and it is told so before the timed-out call is dropped, so that the
     /// connection that call held is closed rather than taken back into the pool.
-    async fn bounded<T>(&self, fut: impl Future<Output = Result<T>>) -> Result<T> {
+    ///
+    /// Every call passes here, so here it is recorded (`telemetry.rs`): its round trip and
+    /// outcome under the label `op`.
+    async fn bounded<T>(
+        &self,
+        op: &'static str,
+        fut: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
         let discard = || self.backend.discard_connections();
+        let started = tokio::time::Instant::now();
         let result = bounded_then(self.timeout, fut, discard).await;
+        telemetry::round_trip(op, started.elapsed(), &result);
         if matches!(result, Err(Error::ReadOnly { .. })) {
             discard();
         }

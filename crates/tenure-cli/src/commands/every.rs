@@ -27,6 +27,7 @@ pub async fn every(global: &Global, args: EveryArgs) -> Outcome {
     // stops the schedule between ticks (tokio tells every listener).
     let signals = Mutex::new(Signals::new()?);
     let mut stop_signals = Signals::new()?;
+    crate::watching::listen(&args.watching).await?;
 
     let store = database::open(global, !global.no_create, Some(timing.db_timeout())).await?;
     let fence = fence_env(&store);

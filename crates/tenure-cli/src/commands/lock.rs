@@ -19,6 +19,7 @@ pub async fn lock(global: &Global, args: LockArgs) -> Outcome {
         tenure::validate::semaphore(&args.name, args.permits)?;
     }
     let mut signals = Signals::new()?;
+    crate::watching::listen(&args.watching).await?;
     let store = database::open(global, !global.no_create, Some(timing.db_timeout())).await?;
     let fence = fence_env(&store);
     let locks = match &args.lease.candidate {

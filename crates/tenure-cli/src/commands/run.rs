@@ -30,6 +30,7 @@ pub async fn run(global: &Global, args: RunArgs) -> Outcome {
     let grace = grace_for(&timing, &args.supervise)?;
     let health = args.health.check()?;
     let mut signals = Signals::new()?;
+    crate::watching::listen(&args.watching).await?;
 
     let store = database::open(global, !global.no_create, Some(timing.db_timeout())).await?;
     let fence = fence_env(&store);

@@ -57,8 +57,8 @@ pub async fn serve(global: &Global, args: ServeArgs) -> Outcome {
     };
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut terminate = signal(SignalKind::terminate())?;
-    let metrics = serve::metrics::install().map_err(|e| Failure::new(crate::exit::INTERNAL, e))?;
-    tokio::spawn(serve::metrics::upkeep(metrics.clone()));
+    let metrics = crate::watching::install()?;
+    crate::watching::listen(&args.watching).await?;
 
     let store = database::open(global, !global.no_create, Some(timing.db_timeout())).await?;
     let listener = TcpListener::bind(args.listen)

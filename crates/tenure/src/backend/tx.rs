@@ -104,4 +104,13 @@ pub trait Body: Send {
     fn writes(&self) -> bool;
     /// The work, over the transaction; how it ends.
     async fn run(&mut self, tx: &mut dyn Tx) -> Result<Outcome>;
+    /// What the work is, for the `op` label of the store's round trip (`telemetry.rs`).
+    fn op(&self) -> &'static str {
+        "transaction"
+    }
+    /// The database's clock as the work read it, once it ran: the store records its offset
+    /// from the local wall clock.
+    fn db_now(&self) -> Option<DbTime> {
+        None
+    }
 }

@@ -90,6 +90,14 @@ impl Body for Campaign<'_> {
         true
     }
 
+    fn op(&self) -> &'static str {
+        "campaign"
+    }
+
+    fn db_now(&self) -> Option<DbTime> {
+        self.applied.as_ref().map(|applied| applied.now)
+    }
+
     async fn run(&mut self, tx: &mut dyn Tx) -> Result<Outcome> {
         let s = statements(self.statements, tx);
         let r = self.registration;
@@ -176,6 +184,10 @@ impl Body for Leave<'_> {
         true
     }
 
+    fn op(&self) -> &'static str {
+        "leave"
+    }
+
     async fn run(&mut self, tx: &mut dyn Tx) -> Result<Outcome> {
         let s = statements(self.statements, tx);
         let args = [Arg::Text(self.name), Arg::Text(self.candidate)];
@@ -214,6 +226,10 @@ impl<'a> List<'a> {
 impl Body for List<'_> {
     fn writes(&self) -> bool {
         false
+    }
+
+    fn op(&self) -> &'static str {
+        "candidates"
     }
 
     async fn run(&mut self, tx: &mut dyn Tx) -> Result<Outcome> {

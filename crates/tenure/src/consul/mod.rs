@@ -158,6 +158,10 @@ impl Body for Run<'_> {
         self.request.writes()
     }
 
+    fn op(&self) -> &'static str {
+        "consul"
+    }
+
     async fn run(&mut self, tx: &mut dyn Tx) -> crate::error::Result<Outcome> {
         let statements = self.statements;
         let s = statements.get_or_init(|| Statements::new(tx.prefix(), tx.dialect()));

@@ -9,6 +9,7 @@ use crate::model::duration_ms;
 use crate::model::{Effect, Lease, Op, Purpose, StepDownReason};
 use crate::records::LeaderInfo;
 use crate::store::Store;
+use crate::telemetry::{self, Ended, Seen};
 use crate::Applied;
 use std::sync::Arc;
 use std::time::Duration;
@@ -154,9 +155,11 @@ impl Task {
             self.without_registry();
             return received;
         }
-        let name = self.name.clone();
-        metrics::histogram!("tenure_campaign_seconds", "name" => name.clone())
-            .record((received - sent).as_secs_f64());
+        let remaining = result.as_ref().ok().and_then(|applied| {
+            let lease = applied.lease.as_ref()?;
+            Some(Duration::from_millis(lease.remaining_ms(applied.now)))
+        });
+        telemetry::campaign(&self.name, received - sent, remaining);
         match result {
             Ok(applied) => {
                 tracing::debug!(
@@ -166,14 +169,9 @@ impl Task {
                     term = applied.lease.as_ref().map_or(0, |l| l.term),
                     "campaign answered"
                 );
-                if let Some(lease) = &applied.lease {
-                    metrics::gauge!("tenure_lease_remaining_seconds", "name" => name)
-                        .set(lease.remaining_ms(applied.now) as f64 / 1000.0);
-                }
                 self.on_answer(applied, sent, received).await
             }
             Err(e) => {
-                metrics::counter!("tenure_database_errors_total", "name" => name).increment(1);
                 tracing::warn!(name = %self.name, error = %e, "campaign failed");
                 if self.tenure.is_some() {
                     // Retry soon: the deadline still runs from the last success.
@@ -241,7 +239,7 @@ impl Task {
             return received;
         };
         self.ledger.handed_out(term);
-        self.begin(term, deadline, received);
+        self.begin(term, deadline, sent, received);
         self.set_role(Role::Leader { term, deadline });
         sent + self.timing.renew_interval()
     }
@@ -262,7 +260,7 @@ impl Task {
         };
         let renewed = tenure.belief.term() == lease.term
             && deadline_for(&self.timing, applied, sent, received)
-                .is_some_and(|deadline| tenure.belief.extend(deadline));
+                .is_some_and(|deadline| tenure.belief.extend(deadline, sent));
         if !renewed {
             self.lose(
                 "the renewal answered after the local deadline",
@@ -310,14 +308,16 @@ impl Task {
         received + wait
     }
 
-    fn begin(&mut self, term: u64, deadline: Instant, now: Instant) {
+    fn begin(&mut self, term: u64, deadline: Instant, sent: Instant, now: Instant) {
         tracing::info!(name = %self.name, candidate = %self.me, term, "leadership acquired");
-        let name = self.name.clone();
-        metrics::counter!("tenure_transitions_total", "name" => name.clone(), "event" => "acquired")
-            .increment(1);
-        metrics::gauge!("tenure_is_leader", "name" => name.clone()).set(1.0);
-        metrics::gauge!("tenure_term", "name" => name).set(term as f64);
-        let (belief, view) = Belief::new(term, deadline);
+        let seen = Seen::start(
+            &self.name,
+            telemetry::Role::Leader,
+            term,
+            sent,
+            &self.timing,
+        );
+        let (belief, view) = Belief::new(term, deadline, seen);
         let (alive, stopped) = oneshot::channel();
         self.tenure = Some(Tenure { belief, stopped });
         let fence = self.store.fence().cloned();
@@ -351,10 +351,6 @@ impl Task {
         let t = self.tenure.take()?;
         let term = t.belief.term();
         self.ledger.ended(term);
-        let name = self.name.clone();
-        metrics::counter!("tenure_transitions_total", "name" => name.clone(), "event" => "lost")
-            .increment(1);
-        metrics::gauge!("tenure_is_leader", "name" => name).set(0.0);
         // The role stops saying "leader" before anything else can observe the loss. A node
         // paused locally says so at once, not "follower" while the release waits for the work.
         self.set_role(if self.paused {
@@ -369,7 +365,11 @@ impl Task {
         } else {
             tracing::warn!(name = %self.name, candidate = %self.me, term, why, "leadership lost");
         }
-        t.belief.end();
+        t.belief.end(match loss {
+            Loss::Voluntary => Ended::Released,
+            Loss::Replaced => Ended::Replaced,
+            Loss::Deadline => Ended::Deadline,
+        });
         self.guard.send_replace(None);
         Some(t)
     }

@@ -198,6 +198,7 @@ impl Locks {
                 Some(deadline) => Some(table.hand_out(
                     name,
                     term,
+                    answer.sent,
                     deadline,
                     timing,
                     options.keep_alive,

@@ -4,6 +4,7 @@
 use super::{GiveBack, Inner};
 use crate::error::Result;
 use crate::guard::{Guard, Tenure};
+use crate::telemetry::Ended;
 use std::future::Future;
 use std::ops::Deref;
 use std::sync::Arc;
@@ -73,7 +74,7 @@ impl LockGuard {
     async fn release_inner(mut self, reason: Option<String>) -> Result<()> {
         self.done = true;
         let (name, term, give_back) = (self.name().to_string(), self.term(), self.give_back);
-        self.inner.table().end(&name, term);
+        self.inner.table().end(&name, term, Ended::Released);
         self.inner
             .release(&name, term, give_back, reason.as_deref())
             .await
@@ -90,7 +91,7 @@ impl LockGuard {
             return;
         };
         let until = held.belief.deadline();
-        held.belief.end();
+        held.belief.end(Ended::Released);
         table.kept.insert(name.to_string(), (term, until));
         if table.terms.get(name).is_some_and(|t| t.ledger.is_idle()) {
             table.terms.remove(name);
@@ -105,7 +106,7 @@ impl Drop for LockGuard {
         }
         let (name, term) = (self.name().to_string(), self.term());
         // The term is stale from here on: an attempt for this name releases it first.
-        self.inner.table().end(&name, term);
+        self.inner.table().end(&name, term, Ended::Released);
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };

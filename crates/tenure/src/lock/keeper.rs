@@ -3,6 +3,7 @@
 
 use super::{Inner, Table};
 use crate::belief::deadline_of;
+use crate::telemetry::Ended;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -82,7 +83,7 @@ fn expire(table: &mut Table, now: Instant) {
             term,
             "lock lost: its deadline passed without a renewal"
         );
-        table.end(&name, term);
+        table.end(&name, term, Ended::Deadline);
     }
     table.kept.retain(|_, (_, until)| *until > now);
 }
@@ -124,18 +125,22 @@ async fn renew(inner: &Inner, batch: &[(String, u64)]) {
         if h.belief.term() != *term {
             continue;
         }
-        let extended = still
+        let deadline = still
             .get(name.as_str())
             .filter(|lease| lease.term == *term)
-            .and_then(|lease| deadline_of(&h.timing, lease, renewed.now, sent, received))
-            .is_some_and(|deadline| h.belief.extend(deadline));
-        if !extended {
+            .map(|lease| deadline_of(&h.timing, lease, renewed.now, sent, received));
+        let ended = match deadline {
+            None => Some(Ended::Replaced),
+            Some(None) => Some(Ended::Deadline),
+            Some(Some(deadline)) => (!h.belief.extend(deadline, sent)).then_some(Ended::Deadline),
+        };
+        if let Some(why) = ended {
             tracing::warn!(
                 name,
                 term,
                 "lock lost: not renewed in time (taken, paused, handed over or expired)"
             );
-            table.end(name, *term);
+            table.end(name, *term, why);
         }
     }
 }

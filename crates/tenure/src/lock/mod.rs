@@ -14,6 +14,7 @@ pub use semaphore::Semaphore;
 use crate::error::{Error, Result};
 use crate::model::Op;
 use crate::store::Store;
+use crate::telemetry;
 use crate::validate;
 use attempt::Retry;
 use options::GiveBack;
@@ -236,16 +237,22 @@ impl Locks {
         give_up: Option<Instant>,
     ) -> Result<Option<LockGuard>> {
         let (timing, _) = options.check()?;
+        let started = Instant::now();
+        let waited = |outcome| telemetry::lock_wait(name, started.elapsed(), outcome);
         let mut changes = self.inner.store.changes();
         let mut failed = None;
         loop {
-            let (guard, retry) = transient(self.attempt(name, &options).await, &mut failed)?
+            let attempt = transient(self.attempt(name, &options).await, &mut failed);
+            let (guard, retry) = attempt
+                .inspect_err(|_| waited("error"))?
                 .unwrap_or((None, Retry::Poll));
             if guard.is_some() {
+                waited("acquired");
                 return Ok(guard);
             }
             let now = Instant::now();
             if give_up.is_some_and(|g| now >= g) {
+                waited(if failed.is_some() { "error" } else { "gave_up" });
                 return failed.map_or(Ok(None), Err);
             }
             let wait = match retry {

@@ -6,6 +6,7 @@
 use super::options::GiveBack;
 use crate::belief::{Belief, Ledger, View};
 use crate::config::Timing;
+use crate::telemetry::{Ended, Role, Seen};
 use std::collections::HashMap;
 use tokio::time::Instant;
 
@@ -36,21 +37,23 @@ pub(super) struct Table {
 }
 
 impl Table {
-    /// Ends the belief of `name` in `term`, if it is the one held: it becomes stale until its
-    /// release lands.
-    pub(super) fn end(&mut self, name: &str, term: u64) {
+    /// Ends the belief of `name` in `term`, `why`, if it is the one held: it becomes stale
+    /// until its release lands.
+    pub(super) fn end(&mut self, name: &str, term: u64, why: Ended) {
         if self.held.get(name).is_some_and(|h| h.belief.term() == term) {
             let held = self.held.remove(name).expect("checked");
-            held.belief.end();
+            held.belief.end(why);
             self.mark_stale(name, term, held.give_back);
         }
     }
 
-    /// Starts the belief in a newly granted `term` of `name`.
+    /// Starts the belief in a newly granted `term` of `name`, granted by a campaign `sent`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn hand_out(
         &mut self,
         name: &str,
         term: u64,
+        sent: Instant,
         deadline: Instant,
         timing: Timing,
         keep_alive: bool,
@@ -58,14 +61,15 @@ impl Table {
     ) -> View {
         if let Some(older) = self.held.get(name).map(|h| h.belief.term()) {
             // The database moved past a term this table still holds: that belief is over.
-            self.end(name, older);
+            self.end(name, older, Ended::Replaced);
         }
         let terms = self.terms.entry(name.to_string()).or_insert_with(|| Terms {
             ledger: Ledger::default(),
             give_back,
         });
         terms.ledger.handed_out(term);
-        let (belief, view) = Belief::new(term, deadline);
+        let seen = Seen::start(name, Role::Lock, term, sent, &timing);
+        let (belief, view) = Belief::new(term, deadline, seen);
         self.held.insert(
             name.to_string(),
             Held {

@@ -1,0 +1,615 @@
+//! Telemetry in one place: every metric tenure records, its name, labels and help, and the
+//! few places it is recorded from.
+//!
+//! The library records through the [`metrics`] facade and installs no exporter: an
+//! application that wants the series installs its own recorder (e.g.
+//! `metrics-exporter-prometheus`) and may call [`describe`] to give them their help text and
+//! units. Without a recorder every call here is a no-op.
+//!
+//! Recorded where everything passes, so that every layer — elector, locks, semaphores,
+//! schedules, the Consul layer — is seen without a call of its own:
+//! - the store's one bounded round trip (`round_trip`): latency, outcome, timeouts and
+//!   database errors by kind, and the database clock's offset from the local wall clock
+//!   (`clock_offset`);
+//! - the start and end of every belief (`Seen`, owned by the belief in `belief.rs`):
+//!   the leader gauge and term, hold time, losses by reason, and at each renewal how late it
+//!   was against its interval and how much of the belief was left.
+//!
+//! # Label cardinality
+//! Labels come from small fixed sets (`op`, `outcome`, `kind`, `reason`, `role`) and from
+//! `name`. Permits of a semaphore (`NAME#i`) are folded into `NAME`, and a process labels at
+//! most [`MAX_NAMES`] distinct names: later ones are recorded as [`OTHER_NAME`], so an
+//! application that locks one name per job cannot grow the exporter without bound.
+//!
+//! The local wall clock is read only for the clock offset, a figure for operators: no
+//! decision uses it.
+
+use crate::config::Timing;
+use crate::error::Error;
+use crate::model::{DbTime, Op};
+use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+use std::collections::HashSet;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::time::Instant;
+
+/// How many distinct names one process labels; beyond, [`OTHER_NAME`].
+pub const MAX_NAMES: usize = 1000;
+
+/// The `name` label of the names beyond [`MAX_NAMES`].
+pub const OTHER_NAME: &str = "_other";
+
+/// Round trip of every store call (histogram, seconds; labels `op`, `outcome`).
+pub const DB_SECONDS: &str = "tenure_database_seconds";
+/// Failed store calls by error kind (counter; labels `op`, `kind`).
+pub const DB_ERRORS: &str = "tenure_database_errors_total";
+/// The database clock minus the local wall clock, at the latest answer (gauge, seconds).
+pub const CLOCK_OFFSET: &str = "tenure_database_clock_offset_seconds";
+/// Round trip of each elector campaign (histogram, seconds; label `name`).
+pub const CAMPAIGN_SECONDS: &str = "tenure_campaign_seconds";
+/// Lease time left at an elector's latest campaign (gauge, seconds; label `name`).
+pub const LEASE_REMAINING: &str = "tenure_lease_remaining_seconds";
+/// 1 while this process's elector leads the name (gauge; label `name`).
+pub const IS_LEADER: &str = "tenure_is_leader";
+/// The term of this process's latest tenure of the name (gauge; label `name`).
+pub const TERM: &str = "tenure_term";
+/// Elector transitions (counter; labels `name`, `event` = acquired | lost).
+pub const TRANSITIONS: &str = "tenure_transitions_total";
+/// 1 while this process holds the lock (gauge; label `name`).
+pub const LOCK_HELD: &str = "tenure_lock_held";
+/// Ended beliefs by reason (counter; labels `name`, `role`, `reason`).
+pub const LOSSES: &str = "tenure_losses_total";
+/// How long each belief lasted (histogram, seconds; labels `name`, `role`).
+pub const HOLD_SECONDS: &str = "tenure_hold_seconds";
+/// How long `Locks::lock` waited (histogram, seconds; labels `name`, `outcome`).
+pub const LOCK_WAIT_SECONDS: &str = "tenure_lock_wait_seconds";
+/// How late each renewal was sent against its interval (histogram, seconds; `name`, `role`).
+pub const RENEW_LAG_SECONDS: &str = "tenure_renew_lag_seconds";
+/// Belief left when a renewal's answer came (histogram, seconds; `name`, `role`).
+pub const MARGIN_SECONDS: &str = "tenure_belief_margin_seconds";
+/// The safety margin of the latest belief (gauge, seconds; `name`, `role`): what the alert
+/// rules compare renew lag and clock offset with.
+pub const SAFETY_MARGIN: &str = "tenure_safety_margin_seconds";
+
+/// Buckets suggested for every `_seconds` histogram above: a millisecond round trip on a
+/// local database up to a minute-long hold or wait.
+pub const SECONDS_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+/// Gives every series its help text and unit: call it once after installing a recorder.
+pub fn describe() {
+    describe_histogram!(
+        DB_SECONDS,
+        Unit::Seconds,
+        "Round trip of each database call of this process, by operation and outcome (ok, refused, error, timeout)."
+    );
+    describe_counter!(
+        DB_ERRORS,
+        "Database calls of this process that failed, by operation and kind (timeout, connect, read_only, server, io, pool, driver, corrupt)."
+    );
+    describe_gauge!(
+        CLOCK_OFFSET,
+        Unit::Seconds,
+        "The database server's clock minus this host's wall clock at the latest answer (round trip midpoint)."
+    );
+    describe_histogram!(
+        CAMPAIGN_SECONDS,
+        Unit::Seconds,
+        "Round trip of each campaign (acquire or renew) of this process's electors."
+    );
+    describe_gauge!(
+        LEASE_REMAINING,
+        Unit::Seconds,
+        "Time left of the lease, as the database said at this process's latest campaign."
+    );
+    describe_gauge!(
+        IS_LEADER,
+        "1 while this process's elector leads the name, else 0."
+    );
+    describe_gauge!(
+        TERM,
+        "The term (fencing token) of this process's latest tenure of the name."
+    );
+    describe_counter!(
+        TRANSITIONS,
+        "Leadership transitions of this process's electors, by event (acquired, lost)."
+    );
+    describe_gauge!(LOCK_HELD, "1 while this process holds the lock, else 0.");
+    describe_counter!(
+        LOSSES,
+        "Tenures and locks of this process that ended, by role and reason (released, replaced, deadline, dropped)."
+    );
+    describe_histogram!(
+        HOLD_SECONDS,
+        Unit::Seconds,
+        "How long each tenure or held lock of this process lasted."
+    );
+    describe_histogram!(
+        LOCK_WAIT_SECONDS,
+        Unit::Seconds,
+        "How long each wait for a lock lasted, by outcome (acquired, gave_up, error)."
+    );
+    describe_histogram!(
+        RENEW_LAG_SECONDS,
+        Unit::Seconds,
+        "How much later than its renew interval each renewal was sent."
+    );
+    describe_histogram!(
+        MARGIN_SECONDS,
+        Unit::Seconds,
+        "Belief left when each renewal's answer arrived: how close the holder came to losing it."
+    );
+    describe_gauge!(
+        SAFETY_MARGIN,
+        Unit::Seconds,
+        "The safety margin of this process's latest tenure or lock of the name."
+    );
+}
+
+/// The `name` label of `name`: a semaphore's permit folded into the semaphore, and at most
+/// [`MAX_NAMES`] distinct names per process.
+pub fn name_label(name: &str) -> String {
+    static SEEN: OnceLock<Mutex<Names>> = OnceLock::new();
+    SEEN.get_or_init(|| Mutex::new(Names::new(MAX_NAMES)))
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .label(name)
+}
+
+/// The names labelled so far, up to a cap.
+struct Names {
+    seen: HashSet<String>,
+    cap: usize,
+}
+
+impl Names {
+    fn new(cap: usize) -> Names {
+        Names {
+            seen: HashSet::new(),
+            cap,
+        }
+    }
+
+    fn label(&mut self, name: &str) -> String {
+        let folded = match name.rsplit_once('#') {
+            Some((base, i)) if !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit()) => base,
+            _ => name,
+        };
+        if !self.seen.contains(folded) {
+            if self.seen.len() >= self.cap {
+                return OTHER_NAME.to_string();
+            }
+            self.seen.insert(folded.to_string());
+        }
+        folded.to_string()
+    }
+}
+
+// === the store's round trip ===
+
+/// Records one bounded store call `op` that took `took` and ended with `result`.
+pub(crate) fn round_trip<T>(op: &'static str, took: Duration, result: &Result<T, Error>) {
+    let outcome = match result.as_ref().map_err(error_kind) {
+        Ok(_) => "ok",
+        Err(None) => "refused",
+        Err(Some(kind)) => {
+            metrics::counter!(DB_ERRORS, "op" => op, "kind" => kind).increment(1);
+            if kind == "timeout" {
+                "timeout"
+            } else {
+                "error"
+            }
+        }
+    };
+    metrics::histogram!(DB_SECONDS, "op" => op, "outcome" => outcome).record(took.as_secs_f64());
+}
+
+/// The `op` label of a lease operation.
+pub(crate) fn op_label(op: &Op) -> &'static str {
+    match op {
+        Op::Campaign { .. } => "campaign",
+        Op::Succeed { .. } => "succeed",
+        Op::Release { .. } => "release",
+        Op::Renew { .. } => "renew",
+        Op::Handover { .. } => "handover",
+        Op::Demote { .. } => "demote",
+        Op::Pause => "pause",
+        Op::Resume => "resume",
+    }
+}
+
+/// The kind of a database failure, or `None` for an answer that is not one (a bad input, a
+/// lost lease, an unknown name).
+fn error_kind(e: &Error) -> Option<&'static str> {
+    Some(match e {
+        Error::Timeout(_) => "timeout",
+        Error::Connect { .. } => "connect",
+        Error::ReadOnly { .. } => "read_only",
+        Error::Corrupt { .. } => "corrupt",
+        Error::Database(sqlx::Error::Database(_)) => "server",
+        Error::Database(sqlx::Error::Io(_) | sqlx::Error::Tls(_)) => "io",
+        Error::Database(sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed) => "pool",
+        Error::Database(_) => "driver",
+        _ => return None,
+    })
+}
+
+/// Records the database clock `db_now` read by a call sent at wall-clock `sent` and answered
+/// at wall-clock `received`, against their midpoint.
+pub(crate) fn clock_offset(db_now: DbTime, sent: SystemTime, received: SystemTime) {
+    // Database instants are microseconds since the Unix epoch.
+    let secs = |t: SystemTime| {
+        t.duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64())
+    };
+    let local = (secs(sent) + secs(received)) / 2.0;
+    metrics::gauge!(CLOCK_OFFSET).set(db_now.0 as f64 / 1e6 - local);
+}
+
+// === elector campaigns and lock waits ===
+
+/// Records one campaign of an elector of `name`: its round trip and the lease time left.
+pub(crate) fn campaign(name: &str, took: Duration, remaining: Option<Duration>) {
+    let name = name_label(name);
+    if let Some(left) = remaining {
+        metrics::gauge!(LEASE_REMAINING, "name" => name.clone()).set(left.as_secs_f64());
+    }
+    metrics::histogram!(CAMPAIGN_SECONDS, "name" => name).record(took.as_secs_f64());
+}
+
+/// Records a wait for lock `name` that lasted `took` and ended with `outcome` (acquired,
+/// gave_up, error).
+pub(crate) fn lock_wait(name: &str, took: Duration, outcome: &'static str) {
+    metrics::histogram!(LOCK_WAIT_SECONDS, "name" => name_label(name), "outcome" => outcome)
+        .record(took.as_secs_f64());
+}
+
+// === beliefs ===
+
+/// Whose belief: an elector's tenure or a held lock (the `role` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    Leader,
+    Lock,
+}
+
+impl Role {
+    fn as_str(self) -> &'static str {
+        match self {
+            Role::Leader => "leader",
+            Role::Lock => "lock",
+        }
+    }
+}
+
+/// Why a belief ended (the `reason` label).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// Given up by this process: released, stopped, forgotten.
+    Released,
+    /// The database said so: taken over, demoted, paused, handed over, not renewed.
+    Replaced,
+    /// The local deadline passed, or an answer came too late to believe.
+    Deadline,
+    /// Its owner went away without saying (a dropped elector task or lock table).
+    Dropped,
+}
+
+impl Ended {
+    fn as_str(self) -> &'static str {
+        match self {
+            Ended::Released => "released",
+            Ended::Replaced => "replaced",
+            Ended::Deadline => "deadline",
+            Ended::Dropped => "dropped",
+        }
+    }
+}
+
+/// What telemetry knows of one belief, from its start to its end; owned by the belief, so
+/// every guard — elector, lock, semaphore permit — records the same series once.
+#[derive(Debug)]
+pub(crate) struct Seen {
+    name: String,
+    role: Role,
+    started: Instant,
+    interval: Duration,
+    /// When the latest successful campaign or renewal was sent, and whether the end has been
+    /// recorded (so that a belief dropped after it ended is not counted twice).
+    state: Mutex<(Instant, bool)>,
+}
+
+impl Seen {
+    /// Records the start of a belief in `term` of `name`, whose granting campaign was `sent`,
+    /// kept with `timing`.
+    pub(crate) fn start(name: &str, role: Role, term: u64, sent: Instant, timing: &Timing) -> Seen {
+        let name = name_label(name);
+        let margin = timing.safety_margin().as_secs_f64();
+        metrics::gauge!(SAFETY_MARGIN, "name" => name.clone(), "role" => role.as_str()).set(margin);
+        match role {
+            Role::Leader => {
+                metrics::counter!(TRANSITIONS, "name" => name.clone(), "event" => "acquired")
+                    .increment(1);
+                metrics::gauge!(IS_LEADER, "name" => name.clone()).set(1.0);
+                metrics::gauge!(TERM, "name" => name.clone()).set(term as f64);
+            }
+            Role::Lock => metrics::gauge!(LOCK_HELD, "name" => name.clone()).set(1.0),
+        }
+        Seen {
+            name,
+            role,
+            started: Instant::now(),
+            interval: timing.renew_interval(),
+            state: Mutex::new((sent, false)),
+        }
+    }
+
+    /// Records a renewal sent at `sent` whose answer arrived with `left` of the belief.
+    pub(crate) fn renewed(&self, sent: Instant, left: Duration) {
+        let lag = {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            let due = state.0 + self.interval;
+            state.0 = sent;
+            sent.saturating_duration_since(due)
+        };
+        let (name, role) = (self.name.clone(), self.role.as_str());
+        metrics::histogram!(RENEW_LAG_SECONDS, "name" => name.clone(), "role" => role)
+            .record(lag.as_secs_f64());
+        metrics::histogram!(MARGIN_SECONDS, "name" => name, "role" => role)
+            .record(left.as_secs_f64());
+    }
+
+    /// Records the end of the belief, once.
+    pub(crate) fn ended(&self, why: Ended) {
+        {
+            let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+            if state.1 {
+                return;
+            }
+            state.1 = true;
+        }
+        let (name, role) = (self.name.clone(), self.role.as_str());
+        match self.role {
+            Role::Leader => {
+                metrics::counter!(TRANSITIONS, "name" => name.clone(), "event" => "lost")
+                    .increment(1);
+                metrics::gauge!(IS_LEADER, "name" => name.clone()).set(0.0);
+            }
+            Role::Lock => metrics::gauge!(LOCK_HELD, "name" => name.clone()).set(0.0),
+        }
+        metrics::counter!(LOSSES, "name" => name.clone(), "role" => role, "reason" => why.as_str())
+            .increment(1);
+        metrics::histogram!(HOLD_SECONDS, "name" => name, "role" => role)
+            .record(self.started.elapsed().as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::belief::Belief;
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    use metrics_util::MetricKind;
+
+    /// What the recorder holds: (kind, name, sorted labels) → value.
+    type Recorded = Vec<(MetricKind, String, Vec<(String, String)>, DebugValue)>;
+
+    fn recorded(snapshot: metrics_util::debugging::Snapshot) -> Recorded {
+        snapshot
+            .into_vec()
+            .into_iter()
+            .map(|(key, _, _, value)| {
+                let (kind, key) = key.into_parts();
+                let mut labels: Vec<_> = key
+                    .labels()
+                    .map(|l| (l.key().to_string(), l.value().to_string()))
+                    .collect();
+                labels.sort();
+                (kind, key.name().to_string(), labels, value)
+            })
+            .collect()
+    }
+
+    fn find<'a>(all: &'a Recorded, name: &str, labels: &[(&str, &str)]) -> &'a DebugValue {
+        all.iter()
+            .find(|(_, n, l, _)| {
+                n == name
+                    && labels
+                        .iter()
+                        .all(|(k, v)| l.iter().any(|(lk, lv)| lk == k && lv == v))
+            })
+            .map(|(_, _, _, v)| v)
+            .unwrap_or_else(|| panic!("{name} {labels:?} was not recorded: {all:#?}"))
+    }
+
+    fn gauge(v: &DebugValue) -> f64 {
+        match v {
+            DebugValue::Gauge(g) => g.into_inner(),
+            other => panic!("not a gauge: {other:?}"),
+        }
+    }
+
+    fn histogram(v: &DebugValue) -> Vec<f64> {
+        match v {
+            DebugValue::Histogram(h) => h.iter().map(|x| x.into_inner()).collect(),
+            other => panic!("not a histogram: {other:?}"),
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_belief_is_recorded_from_start_to_end_once() {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        let _local = metrics::set_default_local_recorder(&recorder);
+        let start = Instant::now();
+        let second = Duration::from_secs(1);
+        let timing = Timing::from_ttl(4 * second).unwrap();
+        let seen = Seen::start("elected#2", Role::Leader, 7, start, &timing);
+        let (belief, _view) = Belief::new(7, start + 10 * second, seen);
+        tokio::time::advance(Duration::from_millis(1500)).await;
+        let now = Instant::now();
+        assert!(belief.extend(now + 10 * second, now));
+        let during = recorded(snapshotter.snapshot());
+        assert_eq!(gauge(find(&during, IS_LEADER, &[("name", "elected")])), 1.0);
+        assert_eq!(gauge(find(&during, TERM, &[("name", "elected")])), 7.0);
+        assert_eq!(
+            gauge(find(&during, SAFETY_MARGIN, &[("role", "leader")])),
+            0.4
+        );
+        let lag = histogram(find(&during, RENEW_LAG_SECONDS, &[("role", "leader")]));
+        assert_eq!(lag, vec![0.5], "sent 1.5 s after the grant, due after 1 s");
+        let margin = histogram(find(&during, MARGIN_SECONDS, &[("name", "elected")]));
+        assert_eq!(margin, vec![8.5]);
+
+        belief.end(Ended::Replaced);
+        drop(belief);
+        let after = recorded(snapshotter.snapshot());
+        assert_eq!(gauge(find(&after, IS_LEADER, &[("name", "elected")])), 0.0);
+        assert_eq!(
+            find(
+                &after,
+                LOSSES,
+                &[("reason", "replaced"), ("role", "leader")]
+            ),
+            &DebugValue::Counter(1)
+        );
+        assert!(
+            !after
+                .iter()
+                .any(|(_, n, l, _)| n == LOSSES && l.iter().any(|(_, v)| v == "dropped")),
+            "the drop after the end is not a second loss"
+        );
+        assert_eq!(histogram(find(&after, HOLD_SECONDS, &[])), vec![1.5]);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn every_store_call_is_timed_and_its_failures_counted_by_kind() {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        let _local = metrics::set_default_local_recorder(&recorder);
+        let store = crate::Store::connect("sqlite::memory:").await.unwrap();
+        store.leader("telemetry-test").await.unwrap();
+        let all = recorded(snapshotter.snapshot());
+        let took = histogram(find(&all, DB_SECONDS, &[("op", "get"), ("outcome", "ok")]));
+        assert_eq!(took.len(), 1);
+
+        round_trip::<()>(
+            "list",
+            Duration::from_secs(1),
+            &Err(Error::Timeout(Duration::ZERO)),
+        );
+        let pool = Error::Database(sqlx::Error::PoolTimedOut);
+        round_trip::<()>("campaign", Duration::from_millis(5), &Err(pool));
+        let refused = Error::UnknownName("x".into());
+        round_trip::<()>("demote", Duration::from_millis(5), &Err(refused));
+        let all = recorded(snapshotter.snapshot());
+        assert_eq!(
+            find(&all, DB_ERRORS, &[("op", "list"), ("kind", "timeout")]),
+            &DebugValue::Counter(1)
+        );
+        assert_eq!(
+            find(&all, DB_ERRORS, &[("op", "campaign"), ("kind", "pool")]),
+            &DebugValue::Counter(1)
+        );
+        let timed_out = find(&all, DB_SECONDS, &[("op", "list"), ("outcome", "timeout")]);
+        assert_eq!(histogram(timed_out), vec![1.0]);
+        find(
+            &all,
+            DB_SECONDS,
+            &[("op", "demote"), ("outcome", "refused")],
+        );
+        assert!(
+            !all.iter()
+                .any(|(_, n, l, _)| n == DB_ERRORS && l.iter().any(|(_, v)| v == "demote")),
+            "an unknown name is an answer, not a database error"
+        );
+    }
+
+    #[test]
+    fn the_clock_offset_is_the_database_minus_the_midpoint() {
+        let recorder = DebuggingRecorder::new();
+        let snapshotter = recorder.snapshotter();
+        metrics::with_local_recorder(&recorder, || {
+            let sent = UNIX_EPOCH + Duration::from_secs(1000);
+            let received = sent + Duration::from_secs(2);
+            clock_offset(DbTime(1_003_500_000), sent, received);
+        });
+        let all = recorded(snapshotter.snapshot());
+        assert_eq!(gauge(find(&all, CLOCK_OFFSET, &[])), 2.5);
+    }
+
+    /// What recording costs one lock cycle (`try_lock` + `release`: a belief started and
+    /// ended, two store round trips with the clock offset), without a recorder and with the
+    /// Prometheus exporter `tenure --metrics-listen` installs. Run with `cargo test --release
+    /// -p tenure --lib cost_of_one_lock_cycle -- --ignored --nocapture`; the
+    /// figures are in docs/benchmarks.md. The bound is 3 % of a 0.5 ms SQLite cycle.
+    #[test]
+    #[ignore = "a measurement: run it alone"]
+    fn cost_of_one_lock_cycle() {
+        const CYCLES: u32 = 100_000;
+        let timing = Timing::from_ttl(Duration::from_secs(10)).unwrap();
+        let cycle = || {
+            let sent = Instant::now();
+            round_trip::<()>("campaign", Duration::from_micros(300), &Ok(()));
+            clock_offset(
+                DbTime(1_700_000_000_000_000),
+                SystemTime::now(),
+                SystemTime::now(),
+            );
+            let seen = Seen::start("cost", Role::Lock, 1, sent, &timing);
+            seen.ended(Ended::Released);
+            drop(seen);
+            round_trip::<()>("release", Duration::from_micros(300), &Ok(()));
+        };
+        let per_cycle = |run: &dyn Fn()| {
+            let started = std::time::Instant::now();
+            for _ in 0..CYCLES {
+                run();
+            }
+            started.elapsed() / CYCLES
+        };
+        let off = per_cycle(&cycle);
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new()
+            .set_buckets_for_metric(
+                metrics_exporter_prometheus::Matcher::Suffix("_seconds".into()),
+                SECONDS_BUCKETS,
+            )
+            .unwrap()
+            .build_recorder();
+        let handle = recorder.handle();
+        let on = metrics::with_local_recorder(&recorder, || per_cycle(&cycle));
+        assert!(handle
+            .render()
+            .contains("tenure_hold_seconds_count{name=\"cost\",role=\"lock\"} 100000"));
+        eprintln!("telemetry per lock cycle: {off:?} without a recorder, {on:?} with Prometheus's");
+        // A debug build is some twenty times slower: the bound holds for the release build.
+        if !cfg!(debug_assertions) {
+            assert!(on < Duration::from_micros(15), "{on:?}");
+        }
+    }
+
+    #[test]
+    fn permits_fold_into_their_semaphore() {
+        let mut names = Names::new(10);
+        assert_eq!(names.label("pool#3"), "pool");
+        assert_eq!(names.label("pool#12"), "pool");
+        assert_eq!(names.label("a#b"), "a#b");
+        assert_eq!(names.label("trailing#"), "trailing#");
+        assert_eq!(names.seen.len(), 3);
+    }
+
+    #[test]
+    fn names_beyond_the_cap_share_one_label() {
+        let mut names = Names::new(2);
+        assert_eq!(names.label("one"), "one");
+        assert_eq!(names.label("two#0"), "two");
+        assert_eq!(names.label("three"), OTHER_NAME);
+        assert_eq!(
+            names.label("two#1"),
+            "two",
+            "a name seen before keeps its label"
+        );
+        assert_eq!(names.label("one"), "one");
+    }
+}
