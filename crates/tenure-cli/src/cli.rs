@@ -21,7 +21,7 @@ Exit codes:
 /// Leader election and cluster locks on the database you already run.
 #[derive(Debug, Parser)]
 #[command(name = "tenure", version = env!("TENURE_VERSION"), after_help = EXIT_CODES)]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(flatten)]
     pub global: Global,
     #[command(subcommand)]
@@ -29,7 +29,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Args)]
-pub struct Global {
+pub(crate) struct Global {
     /// Database URL: postgres://…, mysql://… (mariadb://…) or sqlite://PATH. Default: an SQLite
     /// file in the state directory ($XDG_STATE_HOME/tenure/tenure.db, else
     /// ~/.local/state/tenure/tenure.db).
@@ -79,13 +79,13 @@ pub struct Global {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     Human,
     Json,
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Campaign for NAME and run CMD while this process leads.
     Run(RunArgs),
     /// Run CMD under the cluster lock NAME (or one of N permits with -n N).
@@ -141,7 +141,7 @@ fn duration(s: &str) -> Result<Duration, String> {
 }
 
 #[derive(Debug, Args)]
-pub struct RunArgs {
+pub(crate) struct RunArgs {
     /// The election's name.
     pub name: String,
     #[command(flatten)]
@@ -170,7 +170,7 @@ pub struct RunArgs {
 
 /// The lease a command campaigns with (`run`, `lock`, `every`, `serve --campaign`).
 #[derive(Debug, Args)]
-pub struct LeaseArgs {
+pub(crate) struct LeaseArgs {
     /// Lease ttl: how long a crashed holder keeps its lease (renewed every ttl/4).
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub ttl: Duration,
@@ -182,7 +182,7 @@ pub struct LeaseArgs {
 /// Which candidate should lead (`run`, `every`, `serve --campaign`): see `tenure candidates`.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Candidates")]
-pub struct StandingArgs {
+pub(crate) struct StandingArgs {
     /// This candidate's priority, higher preferred (-2147483648 to 2147483647). A vacant or
     /// expired lease waits for a live candidate of higher priority (at most one renew interval
     /// after it was last seen), and a leader hands over to one that has been live for
@@ -202,7 +202,7 @@ pub struct StandingArgs {
 
 /// How CMD is supervised while the lease is held (`run`, `lock`, `every`).
 #[derive(Debug, Args)]
-pub struct SuperviseArgs {
+pub(crate) struct SuperviseArgs {
     /// How long CMD gets between SIGTERM and SIGKILL when tenure stops it (the lease lost or
     /// about to expire). Default: ttl/10.
     #[arg(long, value_parser = duration)]
@@ -217,7 +217,7 @@ pub struct SuperviseArgs {
 
 /// Whether to wait for the lease (`run`, `lock`). Without either flag: wait without a bound.
 #[derive(Debug, Args)]
-pub struct WaitArgs {
+pub(crate) struct WaitArgs {
     /// Give up at once (exit 73) if the first attempt does not acquire the lease.
     #[arg(long, conflicts_with = "timeout")]
     pub no_wait: bool,
@@ -228,7 +228,7 @@ pub struct WaitArgs {
 
 /// The supervised command (`run`, `lock`, `every`).
 #[derive(Debug, Args)]
-pub struct CommandArgs {
+pub(crate) struct CommandArgs {
     /// The command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -237,7 +237,7 @@ pub struct CommandArgs {
 /// Leadership follows health (`tenure run` and `tenure lock`).
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Health checks")]
-pub struct HealthArgs {
+pub(crate) struct HealthArgs {
     /// A health check, run with `sh -c` every --health-interval while CMD runs (exit 0:
     /// healthy); after --health-failures failures in a row, tenure steps down.
     ///
@@ -261,7 +261,7 @@ pub struct HealthArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct LockArgs {
+pub(crate) struct LockArgs {
     /// The lock's name.
     pub name: String,
     #[command(flatten)]
@@ -291,7 +291,7 @@ pub struct LockArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct EveryArgs {
+pub(crate) struct EveryArgs {
     /// The interval, e.g. 1s or 5m (ticks fall on multiples of it since the Unix epoch, by the
     /// database's clock); with --cron, a cron expression.
     pub schedule: String,
@@ -317,7 +317,7 @@ pub struct EveryArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct LeaderArgs {
+pub(crate) struct LeaderArgs {
     pub name: String,
     /// Exit 0 if this candidate leads NAME, 1 if not.
     #[arg(long, value_name = "ID")]
@@ -325,12 +325,12 @@ pub struct LeaderArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct CandidatesArgs {
+pub(crate) struct CandidatesArgs {
     pub name: String,
 }
 
 #[derive(Debug, Args)]
-pub struct WatchArgs {
+pub(crate) struct WatchArgs {
     pub name: String,
     /// How often to read the lease (PostgreSQL also wakes on NOTIFY).
     #[arg(long, default_value = "500ms", value_parser = duration)]
@@ -338,7 +338,7 @@ pub struct WatchArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct HistoryArgs {
+pub(crate) struct HistoryArgs {
     pub name: String,
     /// How many transitions to show.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
@@ -346,7 +346,7 @@ pub struct HistoryArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct DemoteArgs {
+pub(crate) struct DemoteArgs {
     pub name: String,
     /// End the lease now instead of keeping its expiry (unsafe unless writes are fenced).
     #[arg(long)]
@@ -354,7 +354,7 @@ pub struct DemoteArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct HandoverArgs {
+pub(crate) struct HandoverArgs {
     pub name: String,
     pub candidate: String,
     /// Install CANDIDATE with a new term now (unsafe unless writes are fenced: the old leader
@@ -364,19 +364,19 @@ pub struct HandoverArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct NameArg {
+pub(crate) struct NameArg {
     pub name: String,
 }
 
 #[derive(Debug, Args)]
-pub struct MigrateArgs {
+pub(crate) struct MigrateArgs {
     /// Print the DDL instead of running it (needs no connection).
     #[arg(long)]
     pub print: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct FenceSqlArgs {
+pub(crate) struct FenceSqlArgs {
     /// The dialect; default: the one the database URL names (SQLite without one).
     #[arg(long, value_enum)]
     pub dialect: Option<Dialect>,
@@ -384,7 +384,7 @@ pub struct FenceSqlArgs {
 
 /// A SQL dialect tenure speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Dialect {
+pub(crate) enum Dialect {
     /// PostgreSQL: parameters $1, $2, $3.
     Postgres,
     /// MySQL and MariaDB: parameters ?.
@@ -394,7 +394,7 @@ pub enum Dialect {
 }
 
 impl Dialect {
-    pub fn kind(self) -> tenure::BackendKind {
+    pub(crate) fn kind(self) -> tenure::BackendKind {
         match self {
             Dialect::Postgres => tenure::BackendKind::Postgres,
             Dialect::Mysql => tenure::BackendKind::MySql,
@@ -404,14 +404,14 @@ impl Dialect {
 }
 
 #[derive(Debug, Args)]
-pub struct CompletionsArgs {
+pub(crate) struct CompletionsArgs {
     /// The shell to complete for.
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]
-pub struct ManArgs {
+pub(crate) struct ManArgs {
     /// The command whose page to print (e.g. run for tenure-run(1)); default: tenure(1).
     #[arg(conflicts_with_all = ["dir", "markdown"])]
     pub command: Option<String>,
@@ -425,7 +425,7 @@ pub struct ManArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct ServeArgs {
+pub(crate) struct ServeArgs {
     /// Address to listen on. Reads are not authenticated: bind beyond loopback only on purpose.
     #[arg(long, default_value = "127.0.0.1:7070")]
     pub listen: std::net::SocketAddr,

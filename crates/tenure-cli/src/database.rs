@@ -7,7 +7,7 @@ use std::time::Duration;
 use tenure::{RedactedUrl, Store, StoreOptions};
 
 /// `$XDG_STATE_HOME/tenure/tenure.db`, else `~/.local/state/tenure/tenure.db`.
-pub fn default_sqlite_path() -> Result<PathBuf, Failure> {
+pub(crate) fn default_sqlite_path() -> Result<PathBuf, Failure> {
     let state = match std::env::var_os("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
         Some(dir) => PathBuf::from(dir),
         None => {
@@ -24,7 +24,7 @@ pub fn default_sqlite_path() -> Result<PathBuf, Failure> {
 
 /// The URL to use: `--database-url` / `TENURE_DATABASE_URL`, else the default SQLite file (its
 /// directory is created).
-pub fn url(global: &Global) -> Result<String, Failure> {
+pub(crate) fn url(global: &Global) -> Result<String, Failure> {
     if let Some(url) = &global.database_url {
         return Ok(url.clone());
     }
@@ -41,13 +41,13 @@ pub fn url(global: &Global) -> Result<String, Failure> {
 }
 
 /// Connects, printing which database (password hidden) so that two terminals visibly share it.
-pub async fn connect(global: &Global) -> Result<Store, Failure> {
+pub(crate) async fn connect(global: &Global) -> Result<Store, Failure> {
     open(global, !global.no_create, None).await
 }
 
 /// As [`connect`], creating missing tables if `create`, and with `timeout` (default 5 s)
 /// bounding each call (and how long the server lets a stalled session hold a lock).
-pub async fn open(
+pub(crate) async fn open(
     global: &Global,
     create: bool,
     timeout: Option<Duration>,

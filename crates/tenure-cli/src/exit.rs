@@ -4,36 +4,36 @@
 use std::fmt;
 
 /// Success.
-pub const OK: u8 = 0;
+pub(crate) const OK: u8 = 0;
 /// `leader --am-i`: the candidate does not lead.
-pub const NOT_LEADER: u8 = 1;
+pub(crate) const NOT_LEADER: u8 = 1;
 /// Usage or configuration error.
-pub const USAGE: u8 = 64;
+pub(crate) const USAGE: u8 = 64;
 /// The database is unreachable or refused the credentials.
-pub const UNAVAILABLE: u8 = 69;
+pub(crate) const UNAVAILABLE: u8 = 69;
 /// A bug or an unexpected failure.
-pub const INTERNAL: u8 = 70;
+pub(crate) const INTERNAL: u8 = 70;
 /// `--no-wait` / `--timeout` gave up.
-pub const NOT_ACQUIRED: u8 = 73;
+pub(crate) const NOT_ACQUIRED: u8 = 73;
 /// Leadership was lost while the command ran.
-pub const LOST: u8 = 75;
+pub(crate) const LOST: u8 = 75;
 
 /// A failure with the exit code it maps to and a one-line message.
 #[derive(Debug)]
-pub struct Failure {
+pub(crate) struct Failure {
     pub code: u8,
     pub message: String,
 }
 
 impl Failure {
-    pub fn new(code: u8, message: impl Into<String>) -> Failure {
+    pub(crate) fn new(code: u8, message: impl Into<String>) -> Failure {
         Failure {
             code,
             message: message.into(),
         }
     }
 
-    pub fn usage(message: impl Into<String>) -> Failure {
+    pub(crate) fn usage(message: impl Into<String>) -> Failure {
         Failure::new(USAGE, message)
     }
 }
@@ -69,4 +69,4 @@ impl From<std::io::Error> for Failure {
 }
 
 /// What a command returns: the exit code on success, or a failure.
-pub type Outcome = Result<u8, Failure>;
+pub(crate) type Outcome = Result<u8, Failure>;

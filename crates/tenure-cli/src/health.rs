@@ -18,7 +18,7 @@ use tokio::time::{sleep_until, timeout, Instant};
 
 /// A validated health check.
 #[derive(Clone, Debug)]
-pub struct HealthCheck {
+pub(crate) struct HealthCheck {
     command: String,
     interval: Duration,
     timeout: Duration,
@@ -30,7 +30,7 @@ impl HealthArgs {
     ///
     /// # Errors
     /// A usage failure naming the bad value.
-    pub fn check(&self) -> Result<Option<HealthCheck>, Failure> {
+    pub(crate) fn check(&self) -> Result<Option<HealthCheck>, Failure> {
         let Some(command) = &self.health_cmd else {
             return Ok(None);
         };
@@ -78,7 +78,7 @@ impl HealthCheck {
     ///
     /// # Cancel safety
     /// Cancel safe: a check still running is killed (its whole process group).
-    pub async fn until_unhealthy(&self, name: &str, env: &[(&str, String)]) -> String {
+    pub(crate) async fn until_unhealthy(&self, name: &str, env: &[(&str, String)]) -> String {
         let mut due = Instant::now() + self.interval;
         let mut failed = 0;
         loop {
@@ -109,7 +109,7 @@ impl HealthCheck {
     ///
     /// # Cancel safety
     /// Cancel safe, as [`until_unhealthy`](Self::until_unhealthy).
-    pub async fn until_healthy(&self, name: &str, env: &[(&str, String)]) {
+    pub(crate) async fn until_healthy(&self, name: &str, env: &[(&str, String)]) {
         let mut due = Instant::now() + self.interval;
         let mut failed = 0u64;
         while let Err(why) = self.next(&mut due, env).await {
@@ -182,7 +182,10 @@ impl Drop for Running {
             return;
         }
         if let Some(pid) = self.child.id() {
-            let _ = killpg(Pid::from_raw(pid as i32), Signal::SIGKILL);
+            let _ = killpg(
+                Pid::from_raw(i32::try_from(pid).expect("a pid fits in i32")),
+                Signal::SIGKILL,
+            );
         }
     }
 }

@@ -21,14 +21,14 @@ use tokio::signal::unix::{signal, Signal as SignalStream, SignalKind};
 use tokio::time::{sleep_until, Instant};
 
 /// The signals tenure forwards to the command (and then exits after it).
-pub struct Signals {
+pub(crate) struct Signals {
     interrupt: SignalStream,
     terminate: SignalStream,
     hangup: SignalStream,
 }
 
 impl Signals {
-    pub fn new() -> std::io::Result<Signals> {
+    pub(crate) fn new() -> std::io::Result<Signals> {
         Ok(Signals {
             interrupt: signal(SignalKind::interrupt())?,
             terminate: signal(SignalKind::terminate())?,
@@ -36,7 +36,7 @@ impl Signals {
         })
     }
 
-    pub async fn recv(&mut self) -> Signal {
+    pub(crate) async fn recv(&mut self) -> Signal {
         tokio::select! {
             _ = self.interrupt.recv() => Signal::SIGINT,
             _ = self.terminate.recv() => Signal::SIGTERM,
@@ -46,14 +46,14 @@ impl Signals {
 }
 
 /// The `--grace` of a supervised command (default: ttl/10), checked against `timing`.
-pub fn grace_for(timing: &Timing, supervise: &SuperviseArgs) -> Result<Duration, Failure> {
+pub(crate) fn grace_for(timing: &Timing, supervise: &SuperviseArgs) -> Result<Duration, Failure> {
     let grace = supervise.grace.unwrap_or(timing.ttl() / 10);
     check_timing(timing, grace)?;
     Ok(grace)
 }
 
 /// Refuses a grace period that normal renewals could not keep clear of.
-pub fn check_timing(timing: &Timing, grace: Duration) -> Result<(), Failure> {
+pub(crate) fn check_timing(timing: &Timing, grace: Duration) -> Result<(), Failure> {
     if grace.is_zero() {
         return Err(Failure::usage("--grace must be greater than zero"));
     }
@@ -72,7 +72,7 @@ pub fn check_timing(timing: &Timing, grace: Duration) -> Result<(), Failure> {
     Ok(())
 }
 
-pub enum Ended {
+pub(crate) enum Ended {
     /// The command exited by itself.
     Exited(u8),
     /// Leadership ended while it ran; it was stopped.
@@ -90,7 +90,7 @@ pub enum Ended {
 
 /// The failure of a command whose tenure of `name` could not be released after it exited with
 /// `code`: the exit code of the database error (69 when the database failed), one line.
-pub fn unreleased(name: &str, code: u8, error: tenure::Error) -> Failure {
+pub(crate) fn unreleased(name: &str, code: u8, error: tenure::Error) -> Failure {
     let exit = Failure::from(error);
     Failure::new(
         exit.code,
@@ -103,7 +103,7 @@ pub fn unreleased(name: &str, code: u8, error: tenure::Error) -> Failure {
 }
 
 /// What to run and how.
-pub struct Job<'a> {
+pub(crate) struct Job<'a> {
     /// The name in logs (the command's `TENURE_NAME` is the lease the guard holds: a
     /// semaphore's permit `NAME#i`, not this NAME).
     pub name: &'a str,
@@ -123,7 +123,7 @@ pub struct Job<'a> {
 /// Runs the command for one tenure and returns how it ended. The guard is released when the
 /// command exits by itself (if asked), and dropped (so the elector may release on a
 /// step-down) once the command is dead.
-pub async fn run_while_held<G: Guard>(
+pub(crate) async fn run_while_held<G: Guard>(
     guard: G,
     job: &Job<'_>,
     signals: &mut Signals,

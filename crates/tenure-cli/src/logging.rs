@@ -3,7 +3,7 @@
 use crate::cli::{Global, LogFormat};
 use tracing_subscriber::EnvFilter;
 
-pub fn init(global: &Global) {
+pub(crate) fn init(global: &Global) {
     let level = match (global.verbose, global.quiet) {
         (0, 0) => "info",
         (1, _) => "debug",

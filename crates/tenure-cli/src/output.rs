@@ -6,13 +6,13 @@ use std::time::Duration;
 use tenure::{Applied, DbTime, Effect, HistoryEntry, LeaderInfo, Lease};
 
 /// A database instant as RFC 3339 UTC with milliseconds.
-pub fn time(t: DbTime) -> String {
+pub(crate) fn time(t: DbTime) -> String {
     t.to_utc()
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 /// A duration for people: `850ms`, `8.2s`, `3m05s`.
-pub fn human_duration(d: Duration) -> String {
+pub(crate) fn human_duration(d: Duration) -> String {
     let ms = d.as_millis();
     if ms < 1000 {
         format!("{ms}ms")
@@ -25,7 +25,7 @@ pub fn human_duration(d: Duration) -> String {
 
 /// Who leads a name.
 #[derive(Debug, Serialize, PartialEq, Eq)]
-pub struct LeaderJson {
+pub(crate) struct LeaderJson {
     pub holder: String,
     pub term: u64,
     pub since: String,
@@ -39,7 +39,7 @@ impl From<&LeaderInfo> for LeaderJson {
             holder: l.holder.clone(),
             term: l.term,
             since: time(l.since),
-            remaining_ms: l.remaining.as_millis() as u64,
+            remaining_ms: u64::try_from(l.remaining.as_millis()).unwrap_or(u64::MAX),
             metadata: l.metadata.clone(),
         }
     }
@@ -47,7 +47,7 @@ impl From<&LeaderInfo> for LeaderJson {
 
 /// The state of one name at one database instant.
 #[derive(Debug, Serialize, PartialEq, Eq, Clone)]
-pub struct LeaseJson {
+pub(crate) struct LeaseJson {
     pub name: String,
     /// The live holder, or null when nobody leads.
     pub holder: Option<String>,
@@ -64,7 +64,7 @@ pub struct LeaseJson {
 }
 
 impl LeaseJson {
-    pub fn new(lease: &Lease, now: DbTime) -> LeaseJson {
+    pub(crate) fn new(lease: &Lease, now: DbTime) -> LeaseJson {
         let holder = lease.live_holder(now).map(str::to_string);
         LeaseJson {
             name: lease.name.clone(),
@@ -84,7 +84,7 @@ impl LeaseJson {
     }
 
     /// One line for people.
-    pub fn line(&self) -> String {
+    pub(crate) fn line(&self) -> String {
         let mut line = match &self.holder {
             Some(h) => format!(
                 "{}: led by {h} (term {}) since {}, {} left",
@@ -110,7 +110,7 @@ impl LeaseJson {
 
 /// One transition.
 #[derive(Debug, Serialize)]
-pub struct HistoryJson {
+pub(crate) struct HistoryJson {
     pub id: i64,
     pub term: u64,
     pub event: String,
@@ -135,7 +135,7 @@ impl From<&HistoryEntry> for HistoryJson {
 }
 
 /// Prints `value` as one line of JSON on stdout.
-pub fn print_json(value: &impl Serialize) {
+pub(crate) fn print_json(value: &impl Serialize) {
     match serde_json::to_string(value) {
         Ok(text) => println!("{text}"),
         Err(e) => eprintln!("tenure: cannot render JSON: {e}"),
@@ -143,7 +143,7 @@ pub fn print_json(value: &impl Serialize) {
 }
 
 /// Prints rows as aligned columns.
-pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
+pub(crate) fn print_table(header: &[&str], rows: &[Vec<String>]) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -205,7 +205,7 @@ mod tests {
 /// The answer to an operator action (`demote`, `handover`, `pause`, `resume`), on the command
 /// line (`--json`) and over HTTP.
 #[derive(Serialize)]
-pub struct AdminAnswer {
+pub(crate) struct AdminAnswer {
     pub action: &'static str,
     /// Whether the action changed anything (its effect is not `no_change`).
     pub changed: bool,
@@ -214,7 +214,7 @@ pub struct AdminAnswer {
 }
 
 impl AdminAnswer {
-    pub fn new(action: &'static str, applied: &Applied) -> AdminAnswer {
+    pub(crate) fn new(action: &'static str, applied: &Applied) -> AdminAnswer {
         AdminAnswer {
             action,
             changed: applied.effect != Effect::NoChange,

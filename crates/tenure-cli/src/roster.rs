@@ -13,7 +13,7 @@ use tenure::{DbTime, Store};
 
 /// The candidates of one name, best first (priority, then live longest).
 #[derive(Debug, Serialize)]
-pub struct RosterJson {
+pub(crate) struct RosterJson {
     pub name: String,
     /// The database instant of the registry's read.
     pub now: String,
@@ -24,7 +24,7 @@ pub struct RosterJson {
 
 /// One registered candidate.
 #[derive(Debug, Serialize)]
-pub struct CandidateJson {
+pub(crate) struct CandidateJson {
     pub candidate: String,
     pub priority: i32,
     /// Only follows the leader, never campaigns.
@@ -67,7 +67,7 @@ impl RosterJson {
     ///
     /// # Errors
     /// A bad name, a timeout, database errors.
-    pub async fn read(store: &Store, name: &str) -> tenure::Result<RosterJson> {
+    pub(crate) async fn read(store: &Store, name: &str) -> tenure::Result<RosterJson> {
         let roster = Candidates::new(store.clone()).list(name).await?;
         let lease = store.get(name).await?;
         let leader = lease
@@ -100,7 +100,7 @@ impl RosterJson {
     }
 
     /// The table rows for people: id, priority, role, live, last seen, metadata.
-    pub fn rows(&self) -> Vec<Vec<String>> {
+    pub(crate) fn rows(&self) -> Vec<Vec<String>> {
         self.candidates
             .iter()
             .map(|c| {
@@ -127,13 +127,13 @@ impl RosterJson {
 
 /// How many live candidates (campaigning) and observers each name has.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct LiveCount {
+pub(crate) struct LiveCount {
     pub candidates: usize,
     pub observers: usize,
 }
 
 /// The live registrations of every name, counted.
-pub fn live_counts(roster: &Roster) -> BTreeMap<String, LiveCount> {
+pub(crate) fn live_counts(roster: &Roster) -> BTreeMap<String, LiveCount> {
     let mut counts: BTreeMap<String, LiveCount> = BTreeMap::new();
     for c in roster.candidates.iter().filter(|c| c.is_live(roster.now)) {
         let count = counts.entry(c.name.clone()).or_default();

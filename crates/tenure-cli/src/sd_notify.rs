@@ -33,7 +33,7 @@ fn address(path: &str) -> Option<SocketAddr> {
 
 /// Sends `state` (e.g. `READY=1\nSTATUS=leading`); a failure is only logged: supervision
 /// must not depend on systemd listening.
-pub fn notify(state: &str) {
+pub(crate) fn notify(state: &str) {
     if let Some((socket, addr)) = target() {
         if let Err(e) = socket.send_to_addr(state.as_bytes(), addr) {
             tracing::debug!(error = %e, "cannot notify systemd");
@@ -42,12 +42,12 @@ pub fn notify(state: &str) {
 }
 
 /// `READY=1` and the leading status.
-pub fn leading(name: &str, term: u64) {
+pub(crate) fn leading(name: &str, term: u64) {
     notify(&format!("READY=1\nSTATUS=leading {name} term {term}"));
 }
 
 /// The waiting status.
-pub fn waiting(name: &str) {
+pub(crate) fn waiting(name: &str) {
     notify(&format!("STATUS=waiting for {name}"));
 }
 

@@ -20,7 +20,7 @@ use tokio::net::TcpListener;
 /// The flag every long-running command flattens in.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Metrics")]
-pub struct WatchingArgs {
+pub(crate) struct WatchingArgs {
     /// Serve Prometheus metrics at http://ADDR/metrics while this command runs (port 0: a
     /// free port, logged at start). Bind beyond loopback only on purpose: it needs no token.
     #[arg(long, env = "TENURE_METRICS_LISTEN", value_name = "ADDR")]
@@ -32,7 +32,7 @@ pub struct WatchingArgs {
 ///
 /// # Errors
 /// Another recorder is already installed.
-pub fn install() -> Result<PrometheusHandle, Failure> {
+pub(crate) fn install() -> Result<PrometheusHandle, Failure> {
     static HANDLE: OnceLock<Result<PrometheusHandle, String>> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
@@ -66,7 +66,7 @@ async fn upkeep(handle: PrometheusHandle) {
 ///
 /// # Errors
 /// The address cannot be bound (a usage error naming it), or the recorder cannot be installed.
-pub async fn listen(args: &WatchingArgs) -> Result<(), Failure> {
+pub(crate) async fn listen(args: &WatchingArgs) -> Result<(), Failure> {
     let Some(address) = args.metrics_listen else {
         return Ok(());
     };
@@ -91,7 +91,7 @@ pub async fn listen(args: &WatchingArgs) -> Result<(), Failure> {
 }
 
 /// The Prometheus text format of everything recorded so far.
-pub fn render(handle: &PrometheusHandle) -> Response {
+pub(crate) fn render(handle: &PrometheusHandle) -> Response {
     (
         [(
             header::CONTENT_TYPE,

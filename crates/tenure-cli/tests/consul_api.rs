@@ -42,7 +42,7 @@ fn put(server: &Server, path: &str, body: &str) -> Reply {
 /// `holder` holds `term` of `name`.
 async fn fence_holds(db: &Db, name: &str, holder: &str, term: u64) -> bool {
     let sql = db.store.fence_sql().expect("fence sql").to_string();
-    let term = term as i64;
+    let term = i64::try_from(term).expect("a term fits in BIGINT");
     match db.kind {
         BackendKind::Postgres => {
             let pool = sqlx::PgPool::connect(&db.url).await.expect("pg");

@@ -126,7 +126,7 @@ fn escape(kind: BackendKind, end: End, isolation: &str) {
                 Some(cut) => cut.cut(),
                 None => outage = Some(SqliteLock::take(&b.url)),
             }
-            Some(t0 + TTL_MS as i64 * 1_000_000)
+            Some(t0 + i64::try_from(TTL_MS).unwrap() * 1_000_000)
         }
         End::Demote => {
             let out = b.tenure(&["demote", "escape"]).output().unwrap();
@@ -135,12 +135,12 @@ fn escape(kind: BackendKind, end: End, isolation: &str) {
                 "{}",
                 String::from_utf8_lossy(&out.stderr)
             );
-            Some(t0 + TTL_MS as i64 * 1_000_000)
+            Some(t0 + i64::try_from(TTL_MS).unwrap() * 1_000_000)
         }
         End::Exit => None,
     };
     let within = match bound {
-        Some(bound) => Duration::from_nanos((bound - mono_ns()).max(0) as u64),
+        Some(bound) => Duration::from_nanos(u64::try_from(bound - mono_ns()).unwrap_or(0)),
         None => Duration::from_secs(10),
     };
     let all = kids.wait_until(within, "the death of A's whole tree", |i| {

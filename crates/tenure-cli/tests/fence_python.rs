@@ -153,7 +153,7 @@ impl<'a> Scenario<'a> {
         let paused = self.wait_for(|e| e["event"] == "paused", "A's writer to pause itself");
         let term_a = paused["term"].as_u64().expect("term");
         // Freeze A's tree but its (already stopped) writer, as a paused machine would be.
-        let tree = descendants(a.id() as i32);
+        let tree = descendants(i32::try_from(a.id()).expect("a pid fits in i32"));
         let _cleanup = KillOnDrop(tree.clone());
         let writers: Vec<i32> = tree.iter().copied().filter(|p| is_writer(*p)).collect();
         assert!(!writers.is_empty(), "A's writer is in A's process tree");

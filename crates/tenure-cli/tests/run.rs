@@ -34,7 +34,11 @@ fn crash_failover_on(b: &Backend) {
     let first = kids.running().remove(0);
 
     let killed_at = mono_ns();
-    kill(Pid::from_raw(a.id() as i32), Signal::SIGKILL).unwrap();
+    kill(
+        Pid::from_raw(i32::try_from(a.id()).expect("a pid fits in i32")),
+        Signal::SIGKILL,
+    )
+    .unwrap();
     let _ = a.wait();
     kids.wait_until(Duration::from_secs(1), "the orphaned child's death", |i| {
         i.iter().all(|c| c.pid != first.pid || c.stop.is_some())
@@ -89,7 +93,7 @@ fn exit_hands_over_on(b: &Backend) {
     // before its poll, 10 s after its last campaign. Behind a transaction pooler without
     // --notify-url it polls every renew interval (plus a round trip, and slack for a busy
     // machine).
-    let renew = ttl as i64 / 4;
+    let renew = i64::try_from(ttl).unwrap() / 4;
     let bound = if b.pushes() { renew / 2 } else { renew * 3 };
     eprintln!("{kind}: handover after exit took {gap} ms (bound {bound} ms)");
     assert!(gap <= bound, "handover took {gap} ms");
@@ -156,10 +160,15 @@ fn stopped_leader(kind: BackendKind) {
     // Stop A between two renewals (every ttl/4 from its start), not inside one: a process
     // stopped inside its transaction is a different fault (the server ends its session after
     // the store's timeout on PostgreSQL and MariaDB; on SQLite it blocks every writer).
-    let renew = TTL_MS as i64 / 4;
+    let renew = i64::try_from(TTL_MS).unwrap() / 4;
     let between = first.start + (2 * renew + renew / 2) * 1_000_000;
-    std::thread::sleep(Duration::from_nanos((between - mono_ns()).max(0) as u64));
-    let (tenure_a, child_a) = (Pid::from_raw(a.id() as i32), Pid::from_raw(first.pid));
+    std::thread::sleep(Duration::from_nanos(
+        u64::try_from(between - mono_ns()).unwrap_or(0),
+    ));
+    let (tenure_a, child_a) = (
+        Pid::from_raw(i32::try_from(a.id()).expect("a pid fits in i32")),
+        Pid::from_raw(first.pid),
+    );
     kill(tenure_a, Signal::SIGSTOP).unwrap();
     kill(child_a, Signal::SIGSTOP).unwrap();
     let all = kids.wait_until(Duration::from_millis(5 * TTL_MS), "B's child start", |i| {
@@ -217,7 +226,11 @@ fn give_up_and_signals(kind: BackendKind) {
     assert_eq!(kids.intervals().len(), 1, "no other child ran");
 
     let mut a = a;
-    kill(Pid::from_raw(a.id() as i32), Signal::SIGTERM).unwrap();
+    kill(
+        Pid::from_raw(i32::try_from(a.id()).expect("a pid fits in i32")),
+        Signal::SIGTERM,
+    )
+    .unwrap();
     assert_eq!(
         wait_exit(&mut a, Duration::from_secs(5)),
         0,

@@ -27,7 +27,10 @@ fn spawn(db: &TestDb, args: &[&str], id: &str) -> Child {
 
 fn stop(children: Vec<Child>) {
     for mut c in children {
-        let _ = kill(Pid::from_raw(c.id() as i32), Signal::SIGTERM);
+        let _ = kill(
+            Pid::from_raw(i32::try_from(c.id()).expect("a pid fits in i32")),
+            Signal::SIGTERM,
+        );
         let _ = c.wait();
     }
 }
@@ -90,7 +93,11 @@ fn every_tick_exactly_once(kind: BackendKind) {
         .expect("a leader")
         .to_string();
     let mut victim = nodes.remove(&leader).unwrap();
-    kill(Pid::from_raw(victim.id() as i32), Signal::SIGKILL).unwrap();
+    kill(
+        Pid::from_raw(i32::try_from(victim.id()).expect("a pid fits in i32")),
+        Signal::SIGKILL,
+    )
+    .unwrap();
     let _ = victim.wait();
     std::thread::sleep(Duration::from_millis(6000));
     stop(nodes.into_values().collect());

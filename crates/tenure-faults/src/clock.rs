@@ -8,7 +8,9 @@ use std::time::Duration;
 /// Nanoseconds on `CLOCK_MONOTONIC` now.
 pub fn now_ns() -> u64 {
     let t = clock_gettime(ClockId::CLOCK_MONOTONIC).expect("CLOCK_MONOTONIC is always readable");
-    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+    let (secs, nanos) = (u64::try_from(t.tv_sec()), u64::try_from(t.tv_nsec()));
+    secs.expect("CLOCK_MONOTONIC is not negative") * 1_000_000_000
+        + nanos.expect("tv_nsec is below 10^9")
 }
 
 /// The `CLOCK_MONOTONIC` value of a tokio/std instant (same clock on Linux).
@@ -16,9 +18,9 @@ pub fn instant_ns(at: tokio::time::Instant) -> u64 {
     let now = tokio::time::Instant::now();
     let base = now_ns();
     if at >= now {
-        base + (at - now).as_nanos() as u64
+        base + u64::try_from((at - now).as_nanos()).unwrap_or(u64::MAX)
     } else {
-        base.saturating_sub((now - at).as_nanos() as u64)
+        base.saturating_sub(u64::try_from((now - at).as_nanos()).unwrap_or(u64::MAX))
     }
 }
 
@@ -27,7 +29,7 @@ pub fn instant_ns(at: tokio::time::Instant) -> u64 {
 pub fn wall_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// A duration between two `now_ns` readings.

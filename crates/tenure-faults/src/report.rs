@@ -11,6 +11,8 @@ pub fn percentile(values: &[Duration], p: f64) -> Option<Duration> {
     }
     let mut sorted = values.to_vec();
     sorted.sort();
+    // In 0..=len: p is a percentile (0..=100).
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
     let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
     Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }

@@ -154,8 +154,8 @@ impl Db {
                 sqlx::query(&update)
                     .persistent(named)
                     .bind(write.0)
-                    .bind(write.1 as i64)
-                    .bind(write.2 as i64)
+                    .bind(i64::try_from(write.1).expect("a term fits in BIGINT"))
+                    .bind(i64::try_from(write.2).expect("a sequence number fits in BIGINT"))
                     .bind(row(slot, resource))
                     .execute(&mut *tx)
                     .await
@@ -169,8 +169,8 @@ impl Db {
                 tx.commit().await.map_err(|e| e.to_string())?;
                 Ok(Prev {
                     node,
-                    term: term as u64,
-                    seq: seq as u64,
+                    term: u64::try_from(term).unwrap_or(0),
+                    seq: u64::try_from(seq).unwrap_or(0),
                 })
             }};
         }

@@ -76,7 +76,7 @@ async fn mysql_a_new_server_begins_a_new_epoch_above_every_term() {
     let after = campaign(&store, "job", "b").await;
     let floor = after.epoch.floor();
     assert!(
-        floor >= after.now.0 as u64,
+        floor >= u64::try_from(after.now.0).unwrap(),
         "floor {floor} vs now {:?}",
         after.now
     );

@@ -30,7 +30,7 @@ fn report(global: &Global, action: &'static str, applied: &Applied, said: &str) 
     Ok(OK)
 }
 
-pub async fn demote(global: &Global, args: DemoteArgs) -> Outcome {
+pub(super) async fn demote(global: &Global, args: DemoteArgs) -> Outcome {
     check_global(global)?;
     check_name(&args.name)?;
     let store = database::connect(global).await?;
@@ -52,7 +52,7 @@ pub async fn demote(global: &Global, args: DemoteArgs) -> Outcome {
     report(global, "demote", &applied, &said)
 }
 
-pub async fn handover(global: &Global, args: HandoverArgs) -> Outcome {
+pub(super) async fn handover(global: &Global, args: HandoverArgs) -> Outcome {
     check_global(global)?;
     check_name(&args.name)?;
     tenure::validate::candidate(&args.candidate)?;
@@ -82,7 +82,7 @@ pub async fn handover(global: &Global, args: HandoverArgs) -> Outcome {
     report(global, "handover", &applied, &said)
 }
 
-pub async fn pause(global: &Global, args: NameArg) -> Outcome {
+pub(super) async fn pause(global: &Global, args: NameArg) -> Outcome {
     check_global(global)?;
     check_name(&args.name)?;
     let store = database::connect(global).await?;
@@ -97,7 +97,7 @@ pub async fn pause(global: &Global, args: NameArg) -> Outcome {
     report(global, "pause", &applied, &said)
 }
 
-pub async fn resume(global: &Global, args: NameArg) -> Outcome {
+pub(super) async fn resume(global: &Global, args: NameArg) -> Outcome {
     check_global(global)?;
     check_name(&args.name)?;
     let store = database::connect(global).await?;

@@ -7,7 +7,7 @@ use crate::exit::{Outcome, OK};
 use crate::output::{print_json, print_table};
 use crate::roster::RosterJson;
 
-pub async fn candidates(global: &Global, args: CandidatesArgs) -> Outcome {
+pub(super) async fn candidates(global: &Global, args: CandidatesArgs) -> Outcome {
     check_global(global)?;
     check_name(&args.name)?;
     let store = database::connect(global).await?;

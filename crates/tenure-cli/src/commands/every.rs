@@ -12,7 +12,7 @@ use std::time::Duration;
 use tenure::{Cadence, Elector, LeaderGuard, Schedule, Tick};
 use tokio::sync::{Mutex, Notify};
 
-pub async fn every(global: &Global, args: EveryArgs) -> Outcome {
+pub(super) async fn every(global: &Global, args: EveryArgs) -> Outcome {
     check_global(global)?;
     let cadence = if args.cron {
         Cadence::cron(&args.schedule)?

@@ -14,7 +14,7 @@ struct FenceJson {
     sql: String,
 }
 
-pub async fn fence_sql(global: &Global, args: FenceSqlArgs) -> Outcome {
+pub(super) async fn fence_sql(global: &Global, args: FenceSqlArgs) -> Outcome {
     check_global(global)?;
     // No connection: the dialect comes from the flag or from the URL's scheme.
     let kind = match (args.dialect, &global.database_url) {

@@ -13,7 +13,7 @@ struct History {
     events: Vec<HistoryJson>,
 }
 
-pub async fn history(global: &Global, args: HistoryArgs) -> Outcome {
+pub(super) async fn history(global: &Global, args: HistoryArgs) -> Outcome {
     check_global(global)?;
     check_name(&args.name)?;
     let store = database::connect(global).await?;

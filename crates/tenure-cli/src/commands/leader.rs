@@ -21,7 +21,7 @@ struct AmI {
     leads: bool,
 }
 
-pub async fn leader(global: &Global, args: LeaderArgs) -> Outcome {
+pub(super) async fn leader(global: &Global, args: LeaderArgs) -> Outcome {
     check_global(global)?;
     check_name(&args.name)?;
     if let Some(id) = &args.am_i {

@@ -9,7 +9,7 @@ use crate::lead::{grace_for, run_while_held, unreleased, Ended, Job, Signals};
 use tenure::{LockGuard, LockOptions, Locks};
 use tokio::time::Instant;
 
-pub async fn lock(global: &Global, args: LockArgs) -> Outcome {
+pub(super) async fn lock(global: &Global, args: LockArgs) -> Outcome {
     check_global(global)?;
     check_name(&args.name)?;
     let timing = check_lease(&args.lease)?;

@@ -5,7 +5,7 @@ use crate::cli::{Global, MigrateArgs};
 use crate::database;
 use crate::exit::{Outcome, OK};
 
-pub async fn migrate(global: &Global, args: MigrateArgs) -> Outcome {
+pub(super) async fn migrate(global: &Global, args: MigrateArgs) -> Outcome {
     check_global(global)?;
     if args.print {
         // No connection and no side effect: the default database is an SQLite file, whose

@@ -18,7 +18,7 @@ use crate::cli::{Cli, Command, LeaseArgs, StandingArgs};
 use crate::exit::{Failure, Outcome};
 use tenure::{ElectorBuilder, Timing};
 
-pub async fn dispatch(cli: Cli) -> Outcome {
+pub(crate) async fn dispatch(cli: Cli) -> Outcome {
     let global = &cli.global;
     match cli.command {
         Command::Run(args) => run::run(global, args).await,

@@ -20,7 +20,7 @@ enum Waited {
     Interrupted(Signal),
 }
 
-pub async fn run(global: &Global, args: RunArgs) -> Outcome {
+pub(super) async fn run(global: &Global, args: RunArgs) -> Outcome {
     check_global(global)?;
     check_name(&args.name)?;
     let timing = check_lease(&args.lease)?;

@@ -17,7 +17,7 @@ use tokio::sync::oneshot;
 /// How long the requests in flight get to finish after a signal.
 const DRAIN: Duration = Duration::from_secs(5);
 
-pub async fn serve(global: &Global, args: ServeArgs) -> Outcome {
+pub(super) async fn serve(global: &Global, args: ServeArgs) -> Outcome {
     check_global(global)?;
     let mut names = BTreeSet::new();
     for name in &args.campaign {

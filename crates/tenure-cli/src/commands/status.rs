@@ -24,7 +24,7 @@ struct NameJson {
     live: LiveCount,
 }
 
-pub async fn status(global: &Global) -> Outcome {
+pub(super) async fn status(global: &Global) -> Outcome {
     check_global(global)?;
     let store = database::connect(global).await?;
     let snapshot = store.list().await?;

@@ -18,7 +18,7 @@ struct Change {
     lease: Option<LeaseJson>,
 }
 
-pub async fn watch(global: &Global, args: WatchArgs) -> Outcome {
+pub(super) async fn watch(global: &Global, args: WatchArgs) -> Outcome {
     check_global(global)?;
     check_name(&args.name)?;
     let store = database::connect(global).await?;

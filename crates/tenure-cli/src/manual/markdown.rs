@@ -6,11 +6,12 @@ use std::fmt::Write;
 
 /// The command that regenerates `docs/reference/cli.md` (named in the page and by the test
 /// that finds it stale).
-pub const REGENERATE: &str = "cargo run -q -p tenure-cli -- man --markdown > docs/reference/cli.md";
+pub(super) const REGENERATE: &str =
+    "cargo run -q -p tenure-cli -- man --markdown > docs/reference/cli.md";
 
 /// The page: a contents list, then one section per command (hidden ones and `help` left out)
 /// holding exactly what `tenure COMMAND --help` prints.
-pub fn markdown() -> String {
+pub(super) fn markdown() -> String {
     let mut root = documented();
     root.build();
     let mut out = String::new();

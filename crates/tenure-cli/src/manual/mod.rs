@@ -30,7 +30,7 @@ fn documented() -> Command {
 }
 
 /// `tenure completions SHELL`: the completion script on stdout.
-pub fn completions(args: CompletionsArgs) -> Outcome {
+pub(crate) fn completions(args: CompletionsArgs) -> Outcome {
     let mut script = Vec::new();
     clap_complete::generate(args.shell, &mut Cli::command(), "tenure", &mut script);
     print(&script)
@@ -39,7 +39,7 @@ pub fn completions(args: CompletionsArgs) -> Outcome {
 /// `tenure man [COMMAND]`: one page (roff) on stdout; `tenure man --dir DIR`: every page,
 /// `tenure.1` and `tenure-COMMAND.1` for each visible command, written into DIR; `tenure man
 /// --markdown`: the Markdown reference on stdout.
-pub fn man(args: ManArgs) -> Outcome {
+pub(crate) fn man(args: ManArgs) -> Outcome {
     if args.markdown {
         return print(markdown().as_bytes());
     }

@@ -26,7 +26,7 @@ fn admin_body(bytes: Result<Bytes, BytesRejection>) -> Result<Bytes, ApiError> {
 }
 
 /// `POST /v1/demote/{name}` `{"immediate": bool}`: force a re-election.
-pub async fn demote(
+pub(super) async fn demote(
     State(state): State<AppState>,
     Actor(actor): Actor,
     Name(name): Name,
@@ -45,7 +45,7 @@ pub async fn demote(
 }
 
 /// `POST /v1/handover/{name}` `{"to": candidate, "immediate": bool}`.
-pub async fn handover(
+pub(super) async fn handover(
     State(state): State<AppState>,
     Actor(actor): Actor,
     Name(name): Name,
@@ -65,7 +65,7 @@ pub async fn handover(
 }
 
 /// `POST /v1/pause/{name}`: a name never used is a 404 here (the command line can pre-pause).
-pub async fn pause(
+pub(super) async fn pause(
     State(state): State<AppState>,
     Actor(actor): Actor,
     Name(name): Name,
@@ -81,7 +81,7 @@ pub async fn pause(
 }
 
 /// `POST /v1/resume/{name}`.
-pub async fn resume(
+pub(super) async fn resume(
     State(state): State<AppState>,
     Actor(actor): Actor,
     Name(name): Name,

@@ -16,7 +16,7 @@ use subtle::{Choice, ConstantTimeEq};
 
 /// The secret that admin calls must present as `Authorization: Bearer <token>`.
 #[derive(Clone)]
-pub struct Token(Vec<u8>);
+pub(crate) struct Token(Vec<u8>);
 
 impl fmt::Debug for Token {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -29,7 +29,7 @@ impl Token {
     ///
     /// # Errors
     /// An empty token, or one with characters a header cannot carry.
-    pub fn new(text: &str) -> Result<Token, String> {
+    pub(crate) fn new(text: &str) -> Result<Token, String> {
         let text = text.trim();
         if text.is_empty() {
             return Err("the token is empty".into());
@@ -46,7 +46,7 @@ impl Token {
     /// # Errors
     /// An unreadable file, or a token [`new`](Token::new) refuses; the message names the file
     /// but never its content.
-    pub fn read(path: &Path) -> Result<Token, String> {
+    pub(crate) fn read(path: &Path) -> Result<Token, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read the token file {}: {e}", path.display()))?;
         Token::new(&text).map_err(|e| format!("token file {}: {e}", path.display()))
@@ -54,7 +54,7 @@ impl Token {
 
     /// Whether `given` is this token. The time taken depends on `given`'s length only, never
     /// on where it first differs from the secret, nor on the secret's length.
-    pub fn matches(&self, given: &[u8]) -> bool {
+    pub(crate) fn matches(&self, given: &[u8]) -> bool {
         let secret = &self.0;
         let mut same: Choice = (given.len() as u64).ct_eq(&(secret.len() as u64));
         for (i, byte) in given.iter().enumerate() {
@@ -66,7 +66,11 @@ impl Token {
 
 /// Lets an admin call through only with the right bearer token: 401 without one or with a
 /// wrong one, 403 when the server has no token at all (admin calls are off).
-pub async fn require(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub(super) async fn require(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
     let Some(token) = &state.0.token else {
         return ApiError::new(
             StatusCode::FORBIDDEN,
@@ -104,7 +108,7 @@ fn unauthorized(message: &str) -> Response {
 }
 
 /// Who sent a request, as recorded in the history: `http:<address>:<port>`.
-pub struct Actor(pub String);
+pub(super) struct Actor(pub String);
 
 impl<S: Send + Sync> FromRequestParts<S> for Actor {
     type Rejection = Infallible;

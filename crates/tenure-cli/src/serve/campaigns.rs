@@ -34,7 +34,12 @@ impl CampaignJson {
         let (word, term, believed_ms, leader) = match &role {
             Role::Leader { term, deadline } => {
                 let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-                ("leader", Some(*term), Some(left.as_millis() as u64), None)
+                (
+                    "leader",
+                    Some(*term),
+                    Some(u64::try_from(left.as_millis()).unwrap_or(u64::MAX)),
+                    None,
+                )
             }
             Role::Follower { leader } => ("follower", None, None, leader.as_ref()),
             Role::Paused => ("paused", None, None, None),
@@ -63,7 +68,7 @@ struct CampaignsAnswer {
 }
 
 /// `GET /v1/self`: the role of this process for each `--campaign` name.
-pub async fn campaigns(State(state): State<AppState>) -> Response {
+pub(super) async fn campaigns(State(state): State<AppState>) -> Response {
     let campaigns = state
         .0
         .campaigns
@@ -74,7 +79,7 @@ pub async fn campaigns(State(state): State<AppState>) -> Response {
 }
 
 /// `GET /v1/self/{name}`: this process's role for one name (404 if it does not campaign).
-pub async fn campaign(State(state): State<AppState>, Name(name): Name) -> Answer {
+pub(super) async fn campaign(State(state): State<AppState>, Name(name): Name) -> Answer {
     let campaign = state.0.campaigns.get(&name).ok_or_else(|| {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -95,7 +100,7 @@ struct LeaderCheck {
 
 /// `GET /v1/leader-check/{name}`: 200 only while this process leads `name` through its own
 /// `--campaign`; 503 otherwise (also when it does not campaign for it).
-pub async fn leader_check(State(state): State<AppState>, Name(name): Name) -> Response {
+pub(super) async fn leader_check(State(state): State<AppState>, Name(name): Name) -> Response {
     let mine = state
         .0
         .campaigns

@@ -24,7 +24,7 @@ type Params = Query<Vec<(String, String)>>;
 const DEFAULT_WAIT: Duration = Duration::from_secs(300);
 
 /// A Consul-style failure: a status and a plain-text message.
-pub struct ConsulError(StatusCode, String);
+pub(super) struct ConsulError(StatusCode, String);
 
 impl IntoResponse for ConsulError {
     fn into_response(self) -> Response {
@@ -135,7 +135,9 @@ async fn block(state: &AppState, params: &Params) -> Result<(), ConsulError> {
         return Ok(());
     };
     let jitter = wait / 16;
-    let jitter = Duration::from_millis(rand_below(jitter.as_millis() as u64 + 1));
+    let jitter = Duration::from_millis(rand_below(
+        u64::try_from(jitter.as_millis()).unwrap_or(u64::MAX - 1) + 1,
+    ));
     state.0.consul.wait_past(index, wait + jitter).await;
     Ok(())
 }
@@ -171,7 +173,7 @@ fn session_json(s: &Session) -> Value {
         "ID": s.id,
         "Name": s.name,
         "Node": s.node,
-        "LockDelay": s.lock_delay.as_nanos() as u64,
+        "LockDelay": u64::try_from(s.lock_delay.as_nanos()).unwrap_or(u64::MAX),
         "Behavior": s.behavior.as_str(),
         "TTL": s.ttl.map_or(String::new(), |t| format!("{}s", t.as_secs())),
         "NodeChecks": if s.ttl.is_none() { json!(["serfHealth"]) } else { json!([]) },
@@ -295,7 +297,7 @@ fn spec_from(state: &AppState, body: &[u8]) -> Result<SessionSpec, ConsulError> 
     })
 }
 
-pub async fn create_session(
+pub(super) async fn create_session(
     State(state): State<AppState>,
     Actor(actor): Actor,
     headers: HeaderMap,
@@ -323,7 +325,7 @@ pub async fn create_session(
     ))
 }
 
-pub async fn renew_session(
+pub(super) async fn renew_session(
     State(state): State<AppState>,
     Actor(actor): Actor,
     Path(id): Path<String>,
@@ -345,7 +347,7 @@ pub async fn renew_session(
     }
 }
 
-pub async fn destroy_session(
+pub(super) async fn destroy_session(
     State(state): State<AppState>,
     Actor(actor): Actor,
     Path(id): Path<String>,
@@ -361,7 +363,7 @@ pub async fn destroy_session(
     ))
 }
 
-pub async fn session_info(
+pub(super) async fn session_info(
     State(state): State<AppState>,
     Path(id): Path<String>,
     headers: HeaderMap,
@@ -377,7 +379,7 @@ pub async fn session_info(
     Ok(with_index(answer.index, StatusCode::OK, json!(list)))
 }
 
-pub async fn session_list(
+pub(super) async fn session_list(
     State(state): State<AppState>,
     headers: HeaderMap,
     params: Params,
@@ -385,7 +387,7 @@ pub async fn session_list(
     sessions(&state, &headers, &params, None).await
 }
 
-pub async fn session_node(
+pub(super) async fn session_node(
     State(state): State<AppState>,
     Path(node): Path<String>,
     headers: HeaderMap,
@@ -422,11 +424,15 @@ fn reject_unknown_key(key: &str) -> Result<(), ConsulError> {
     Ok(())
 }
 
-pub async fn kv_get_root(state: State<AppState>, headers: HeaderMap, params: Params) -> Answered {
+pub(super) async fn kv_get_root(
+    state: State<AppState>,
+    headers: HeaderMap,
+    params: Params,
+) -> Answered {
     kv_get(state, Path(String::new()), headers, params).await
 }
 
-pub async fn kv_get(
+pub(super) async fn kv_get(
     State(state): State<AppState>,
     Path(key): Path<String>,
     headers: HeaderMap,
@@ -491,7 +497,7 @@ pub async fn kv_get(
     Ok(with_index(answer.index, StatusCode::OK, json!(list)))
 }
 
-pub async fn kv_put(
+pub(super) async fn kv_put(
     State(state): State<AppState>,
     Actor(actor): Actor,
     Path(key): Path<String>,
@@ -529,7 +535,7 @@ pub async fn kv_put(
     ))
 }
 
-pub async fn kv_delete_root(
+pub(super) async fn kv_delete_root(
     state: State<AppState>,
     actor: Actor,
     headers: HeaderMap,
@@ -538,7 +544,7 @@ pub async fn kv_delete_root(
     kv_delete(state, actor, Path(String::new()), headers, params).await
 }
 
-pub async fn kv_delete(
+pub(super) async fn kv_delete(
     State(state): State<AppState>,
     Actor(actor): Actor,
     Path(key): Path<String>,
@@ -564,7 +570,7 @@ pub async fn kv_delete(
 }
 
 /// 413, in Consul's words.
-pub fn too_large(size: usize) -> ConsulError {
+pub(super) fn too_large(size: usize) -> ConsulError {
     ConsulError(
         StatusCode::PAYLOAD_TOO_LARGE,
         format!("Request body({size} bytes) too large, max size: {MAX_VALUE_BYTES} bytes"),

@@ -19,7 +19,7 @@ const ACTOR: &str = "consul-node";
 /// The node: its name, how long its sessions without TTL live past a heartbeat, and the
 /// published index. Cheap to clone.
 #[derive(Clone, Debug)]
-pub struct ConsulNode {
+pub(crate) struct ConsulNode {
     /// This instance's node name (sessions without TTL live as long as it does).
     pub name: String,
     /// How long a session without TTL lives past each heartbeat.
@@ -33,7 +33,7 @@ pub struct ConsulNode {
 
 impl ConsulNode {
     /// Starts the upkeep on the current runtime.
-    pub fn spawn(store: Store, name: String, lease: Duration, poll: Duration) -> ConsulNode {
+    pub(crate) fn spawn(store: Store, name: String, lease: Duration, poll: Duration) -> ConsulNode {
         let (tx, _) = watch::channel(0u64);
         let index = Arc::new(tx);
         let consul = Consul::new(store);
@@ -50,12 +50,16 @@ impl ConsulNode {
     }
 
     /// Runs one request of the Consul layer (see [`Consul::request`]).
-    pub async fn request(&self, request: &Request, actor: &str) -> tenure::consul::Result<Answer> {
+    pub(crate) async fn request(
+        &self,
+        request: &Request,
+        actor: &str,
+    ) -> tenure::consul::Result<Answer> {
         self.consul.request(request, actor).await
     }
 
     /// Publishes `index` if it is newer (this instance's own write, as it answers).
-    pub fn saw(&self, index: u64) {
+    pub(crate) fn saw(&self, index: u64) {
         self.index.send_if_modified(|current| {
             let newer = index > *current;
             if newer {
@@ -66,13 +70,13 @@ impl ConsulNode {
     }
 
     /// Waits until the published index passes `index`, at most `wait`.
-    pub async fn wait_past(&self, index: u64, wait: Duration) {
+    pub(crate) async fn wait_past(&self, index: u64, wait: Duration) {
         let mut rx = self.index.subscribe();
         let _ = tokio::time::timeout(wait, rx.wait_for(|current| *current > index)).await;
     }
 
     /// Stops the upkeep (the sessions without TTL then lapse after the node lease).
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         for task in self.tasks.iter() {
             task.abort();
         }
@@ -81,7 +85,7 @@ impl ConsulNode {
     /// Stops the upkeep and leaves: this node's sessions without TTL are destroyed now (their
     /// locks released with lock-delay) instead of lapsing a node lease later. TTL sessions do
     /// not depend on the node and stay. A failure is logged; those sessions then lapse.
-    pub async fn leave(&self) {
+    pub(crate) async fn leave(&self) {
         self.stop();
         let listed = self
             .request(&Request::Sessions(Some(self.name.clone())), ACTOR)

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 /// A failure, rendered as `{"error": message}`.
 #[derive(Debug)]
-pub struct ApiError {
+pub(super) struct ApiError {
     status: StatusCode,
     message: String,
 }
@@ -21,7 +21,7 @@ struct ErrorJson<'a> {
 
 impl ApiError {
     /// A failure with `status`; `message` names the bad value and what is allowed.
-    pub fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
+    pub(super) fn new(status: StatusCode, message: impl Into<String>) -> ApiError {
         ApiError {
             status,
             message: message.into(),
@@ -29,12 +29,12 @@ impl ApiError {
     }
 
     /// 400: malformed input.
-    pub fn bad_request(message: impl Into<String>) -> ApiError {
+    pub(super) fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, message)
     }
 
     /// 413: a body over [`MAX_BODY_BYTES`](super::MAX_BODY_BYTES).
-    pub fn too_large() -> ApiError {
+    pub(super) fn too_large() -> ApiError {
         ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!(
@@ -45,7 +45,7 @@ impl ApiError {
     }
 
     /// 404: a name that has never been used.
-    pub fn unknown(name: &str) -> ApiError {
+    pub(super) fn unknown(name: &str) -> ApiError {
         ApiError::new(
             StatusCode::NOT_FOUND,
             format!("no lease named {name:?} has ever been used"),
@@ -80,10 +80,10 @@ impl From<tenure::Error> for ApiError {
 }
 
 /// What a handler that can fail answers.
-pub type Answer = Result<Response, ApiError>;
+pub(super) type Answer = Result<Response, ApiError>;
 
 /// Any other path.
-pub async fn no_route(uri: Uri) -> ApiError {
+pub(super) async fn no_route(uri: Uri) -> ApiError {
     ApiError::new(
         StatusCode::NOT_FOUND,
         format!("no such endpoint: {} (see /openapi.json)", uri.path()),

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 /// The duration `text` spells, or `None` if it is not Go's syntax.
-pub fn parse(text: &str) -> Option<Duration> {
+pub(super) fn parse(text: &str) -> Option<Duration> {
     if text == "0" {
         return Some(Duration::ZERO);
     }
@@ -42,8 +42,11 @@ pub fn parse(text: &str) -> Option<Duration> {
         nanos += value * scale;
         rest = &rest[unit..];
     }
-    // `as` saturates at u64::MAX nanoseconds (about 584 years).
-    Some(Duration::from_nanos(nanos as u64))
+    // `as` saturates at u64::MAX nanoseconds (about 584 years), and a negative sum is 0: the
+    // saturation is the rule here.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let nanos = nanos as u64;
+    Some(Duration::from_nanos(nanos))
 }
 
 #[cfg(test)]

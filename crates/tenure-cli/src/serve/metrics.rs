@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use metrics::{describe_counter, describe_gauge};
 
 /// Gives the server's own series their help text.
-pub fn describe() {
+pub(crate) fn describe() {
     describe_gauge!(
         "tenure_observed_leader",
         "1 if anyone leads the name at the watcher's latest read, else 0."
@@ -37,7 +37,7 @@ pub fn describe() {
 }
 
 /// `GET /metrics`: the Prometheus text format.
-pub async fn render(State(state): State<AppState>) -> Response {
+pub(crate) async fn render(State(state): State<AppState>) -> Response {
     match &state.0.metrics {
         Some(handle) => crate::watching::render(handle),
         None => ApiError::new(

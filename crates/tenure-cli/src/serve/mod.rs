@@ -26,7 +26,7 @@ mod consul;
 mod consul_node;
 mod error;
 mod go_duration;
-pub mod metrics;
+pub(crate) mod metrics;
 mod params;
 mod reads;
 mod watch;
@@ -34,9 +34,9 @@ mod watch;
 #[cfg(test)]
 mod tests;
 
-pub use auth::Token;
-pub use consul_node::ConsulNode;
-pub use watch::Watcher;
+pub(crate) use auth::Token;
+pub(crate) use consul_node::ConsulNode;
+pub(crate) use watch::Watcher;
 
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -55,11 +55,11 @@ use tokio::net::TcpListener;
 use tokio::sync::watch as channel;
 
 /// The largest request body accepted (admin bodies are a few bytes); larger ones get 413.
-pub const MAX_BODY_BYTES: usize = 16 * 1024;
+pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024;
 
 /// This process's own campaign for one name (`--campaign`).
 #[derive(Clone, Debug)]
-pub struct Campaign {
+pub(crate) struct Campaign {
     /// This process's candidate id.
     pub candidate: String,
     /// The elector's role; the leader-check answers 200 only while it says leader.
@@ -68,10 +68,10 @@ pub struct Campaign {
 
 /// What every handler shares. Cheap to clone.
 #[derive(Clone)]
-pub struct AppState(Arc<Shared>);
+pub(crate) struct AppState(Arc<Shared>);
 
 /// The parts of an [`AppState`].
-pub struct Shared {
+pub(crate) struct Shared {
     /// Reads without `index`, and the admin calls, go to the database through it.
     pub store: Store,
     /// Blocking queries watch it instead.
@@ -90,18 +90,18 @@ pub struct Shared {
 
 impl AppState {
     /// Shares `shared` between the handlers.
-    pub fn new(shared: Shared) -> AppState {
+    pub(crate) fn new(shared: Shared) -> AppState {
         AppState(Arc::new(shared))
     }
 
     /// The shared watcher (to stop it, or to count the waiting requests).
-    pub fn watcher(&self) -> &Watcher {
+    pub(crate) fn watcher(&self) -> &Watcher {
         &self.0.watcher
     }
 }
 
 /// Every route of `tenure serve`.
-pub fn app(state: AppState) -> Router {
+pub(crate) fn app(state: AppState) -> Router {
     let admin = Router::new()
         .route("/v1/demote/{name}", post(admin::demote))
         .route("/v1/handover/{name}", post(admin::handover))
@@ -153,7 +153,7 @@ pub fn app(state: AppState) -> Router {
 ///
 /// # Errors
 /// Errors of the listener.
-pub async fn serve(
+pub(crate) async fn serve(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use std::time::Duration;
 
 /// A validated name from the path.
-pub struct Name(pub String);
+pub(super) struct Name(pub String);
 
 impl<S: Send + Sync> FromRequestParts<S> for Name {
     type Rejection = ApiError;
@@ -24,7 +24,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Name {
 }
 
 /// The query parameters of a request, in order.
-pub struct Params(Vec<(String, String)>);
+pub(super) struct Params(Vec<(String, String)>);
 
 impl<S: Send + Sync> FromRequestParts<S> for Params {
     type Rejection = ApiError;
@@ -55,7 +55,7 @@ impl Params {
 
     /// `index=N&wait=DUR`: a blocking query if `index` is given (`wait` defaults to 5 minutes;
     /// both are capped by `max_wait`).
-    pub fn blocking(&self, max_wait: Duration) -> Result<Option<(u64, Duration)>, ApiError> {
+    pub(super) fn blocking(&self, max_wait: Duration) -> Result<Option<(u64, Duration)>, ApiError> {
         let wait = match self.one("wait")? {
             Some(text) => duration(text)?,
             None => Duration::from_secs(300),
@@ -76,7 +76,7 @@ impl Params {
     }
 
     /// `limit=N`, 1 to 1000, default 20.
-    pub fn limit(&self) -> Result<u32, ApiError> {
+    pub(super) fn limit(&self) -> Result<u32, ApiError> {
         let Some(text) = self.one("limit")? else {
             return Ok(20);
         };
@@ -115,7 +115,7 @@ fn duration(text: &str) -> Result<Duration, ApiError> {
 /// `POST /v1/demote/{name}`: `{"immediate": false}`; the body may be empty.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct DemoteBody {
+pub(super) struct DemoteBody {
     #[serde(default)]
     pub immediate: bool,
 }
@@ -123,7 +123,7 @@ pub struct DemoteBody {
 /// `POST /v1/handover/{name}`: `{"to": "candidate", "immediate": false}`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct HandoverBody {
+pub(super) struct HandoverBody {
     pub to: String,
     #[serde(default)]
     pub immediate: bool,
@@ -132,10 +132,10 @@ pub struct HandoverBody {
 /// `POST /v1/pause/{name}` and `/v1/resume/{name}`: an empty body or `{}`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct EmptyBody {}
+pub(super) struct EmptyBody {}
 
 /// Parses an admin body; an empty body is `default` if there is one.
-pub fn body<T: serde::de::DeserializeOwned>(
+pub(super) fn body<T: serde::de::DeserializeOwned>(
     bytes: &[u8],
     default: Option<T>,
 ) -> Result<T, ApiError> {

@@ -15,7 +15,7 @@ use serde::Serialize;
 use tenure::{LeaderInfo, Snapshot};
 
 /// The index of the state an answer shows, as Consul's `X-Consul-Index`.
-pub const INDEX_HEADER: HeaderName = HeaderName::from_static("x-tenure-index");
+pub(super) const INDEX_HEADER: HeaderName = HeaderName::from_static("x-tenure-index");
 
 /// `body` as JSON with the index header.
 fn indexed(index: u64, body: impl Serialize) -> Response {
@@ -39,7 +39,7 @@ struct Health {
 }
 
 /// `GET /health`: 200 while the shared watcher's reads succeed, 503 when the last one failed.
-pub async fn health(State(state): State<AppState>) -> Response {
+pub(super) async fn health(State(state): State<AppState>) -> Response {
     let view = state.0.watcher.current();
     let ok = view.error.is_none() && view.snapshot.is_some();
     let health = Health {
@@ -47,7 +47,9 @@ pub async fn health(State(state): State<AppState>) -> Response {
         database: state.0.store.kind().to_string(),
         index: view.index,
         waiting: state.0.watcher.waiting(),
-        last_read_ms: view.read_at.map(|t| t.elapsed().as_millis() as u64),
+        last_read_ms: view
+            .read_at
+            .map(|t| u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)),
         error: view.error.clone().or_else(|| {
             view.snapshot
                 .is_none()
@@ -95,7 +97,7 @@ fn fresh(view: &View) -> Result<&Snapshot, ApiError> {
 }
 
 /// `GET /v1/status[?index=N&wait=DUR]`: every name.
-pub async fn status(State(state): State<AppState>, params: Params) -> Answer {
+pub(super) async fn status(State(state): State<AppState>, params: Params) -> Answer {
     if let Some((index, wait)) = params.blocking(state.0.max_wait)? {
         let view = state.0.watcher.wait(index, wait, |v| Some(v.index)).await;
         let snapshot = fresh(&view)?;
@@ -115,7 +117,11 @@ struct LeaseAnswer {
 }
 
 /// `GET /v1/status/{name}[?index=N&wait=DUR]`: one name.
-pub async fn lease(State(state): State<AppState>, Name(name): Name, params: Params) -> Answer {
+pub(super) async fn lease(
+    State(state): State<AppState>,
+    Name(name): Name,
+    params: Params,
+) -> Answer {
     let watcher = &state.0.watcher;
     if let Some((index, wait)) = params.blocking(state.0.max_wait)? {
         let view = watcher
@@ -155,7 +161,7 @@ struct LeaderAnswer {
 }
 
 /// `GET /v1/leader/{name}`: who leads, as `tenure leader --json`.
-pub async fn leader(State(state): State<AppState>, Name(name): Name) -> Answer {
+pub(super) async fn leader(State(state): State<AppState>, Name(name): Name) -> Answer {
     let snapshot = state.0.store.get(&name).await?;
     let lease = snapshot
         .leases
@@ -176,7 +182,11 @@ struct HistoryAnswer {
 }
 
 /// `GET /v1/history/{name}[?limit=N]`: transitions, newest first, as `tenure history --json`.
-pub async fn history(State(state): State<AppState>, Name(name): Name, params: Params) -> Answer {
+pub(super) async fn history(
+    State(state): State<AppState>,
+    Name(name): Name,
+    params: Params,
+) -> Answer {
     let limit = params.limit()?;
     let store = &state.0.store;
     let events = store.history(&name, limit).await?;
@@ -192,7 +202,7 @@ pub async fn history(State(state): State<AppState>, Name(name): Name, params: Pa
 
 /// `GET /v1/candidates/{name}`: the registry of a name, best first, as `tenure candidates
 /// --json` (404 for a name with neither a lease nor a candidate).
-pub async fn candidates(State(state): State<AppState>, Name(name): Name) -> Answer {
+pub(super) async fn candidates(State(state): State<AppState>, Name(name): Name) -> Answer {
     let roster = RosterJson::read(&state.0.store, &name).await?;
     if roster.candidates.is_empty() && state.0.store.get(&name).await?.leases.is_empty() {
         return Err(ApiError::unknown(&name));

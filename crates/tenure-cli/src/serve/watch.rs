@@ -17,7 +17,7 @@ use tokio::time::Instant;
 
 /// What the last reads showed.
 #[derive(Clone, Debug, Default)]
-pub struct View {
+pub(crate) struct View {
     /// Raised by one for every read that changed something that matters; 0 before the first.
     pub index: u64,
     /// The last successful read, with the database's clock.
@@ -34,7 +34,7 @@ pub struct View {
 
 impl View {
     /// The lease of `name` in the last read.
-    pub fn lease(&self, name: &str) -> Option<&Lease> {
+    pub(crate) fn lease(&self, name: &str) -> Option<&Lease> {
         self.snapshot
             .as_ref()?
             .leases
@@ -97,7 +97,7 @@ impl View {
 
 /// A handle on the shared watcher. Cheap to clone; [`stop`](Watcher::stop) ends it for all.
 #[derive(Clone, Debug)]
-pub struct Watcher {
+pub(crate) struct Watcher {
     view: watch::Receiver<Arc<View>>,
     waiting: Arc<AtomicUsize>,
     task: AbortHandle,
@@ -106,7 +106,7 @@ pub struct Watcher {
 impl Watcher {
     /// Starts the watcher on the current runtime: a read now, then every `interval` and on
     /// every notification of the backend.
-    pub fn spawn(store: Store, interval: Duration) -> Watcher {
+    pub(crate) fn spawn(store: Store, interval: Duration) -> Watcher {
         let (tx, view) = watch::channel(Arc::new(View::default()));
         let changes = store.changes();
         let task = tokio::spawn(poll(store, tx, interval, changes)).abort_handle();
@@ -118,12 +118,12 @@ impl Watcher {
     }
 
     /// The latest view.
-    pub fn current(&self) -> Arc<View> {
+    pub(crate) fn current(&self) -> Arc<View> {
         self.view.borrow().clone()
     }
 
     /// How many requests are waiting in [`wait`](Watcher::wait) now.
-    pub fn waiting(&self) -> usize {
+    pub(crate) fn waiting(&self) -> usize {
         self.waiting.load(Ordering::Relaxed)
     }
 
@@ -134,7 +134,7 @@ impl Watcher {
     ///
     /// # Cancel safety
     /// Cancel safe: it only watches.
-    pub async fn wait(
+    pub(crate) async fn wait(
         &self,
         index: u64,
         wait: Duration,
@@ -161,12 +161,12 @@ impl Watcher {
     }
 
     /// Stops reading: every waiting request answers now with the last view.
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.task.abort();
     }
 
     /// Waits (at most `within`) for the first read; returns whether it succeeded.
-    pub async fn first_read(&self, within: Duration) -> bool {
+    pub(crate) async fn first_read(&self, within: Duration) -> bool {
         let mut view = self.view.clone();
         let read = view.wait_for(|v| v.snapshot.is_some() || v.error.is_some());
         let read = match tokio::time::timeout(within, read).await {

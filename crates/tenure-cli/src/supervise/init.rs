@@ -11,7 +11,7 @@ use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 use std::fs::File;
 
-pub fn main(args: Args) -> u8 {
+pub(super) fn main(args: Args) -> u8 {
     let control = take_fd(args.control);
     let mut report = File::from(take_fd(args.report));
     let Ok(signals) = reaper::block_signals() else {

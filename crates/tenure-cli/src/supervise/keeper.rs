@@ -16,7 +16,7 @@ use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 
-pub fn main(args: Args) -> u8 {
+pub(super) fn main(args: Args) -> u8 {
     let control = take_fd(args.control);
     let mut report = File::from(take_fd(args.report));
     let signals = match reaper::block_signals() {
@@ -75,7 +75,7 @@ pub fn main(args: Args) -> u8 {
                 });
             }
             let init = match command.spawn() {
-                Ok(init) => Pid::from_raw(init.id() as i32),
+                Ok(init) => Pid::from_raw(i32::try_from(init.id()).expect("a pid fits in i32")),
                 Err(e) => return refuse(&mut report, format!("cannot start the init: {e}")),
             };
             drop((report, init_control));

@@ -43,7 +43,7 @@ use tokio::time::{timeout, Instant};
 
 /// How the command's tree is tied to the tenure (`--isolation`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Isolation {
+pub(crate) enum Isolation {
     /// A PID namespace if this system allows one (also to non-root users, through a user
     /// namespace), else a subreaper keeper.
     Auto,
@@ -75,7 +75,7 @@ impl Isolation {
 
 /// Runs a hidden subcommand (`tenure __keep …`, `tenure __init …`) if that is what this process
 /// was started as; returns its exit code.
-pub fn internal(argv: &[OsString]) -> Option<u8> {
+pub(crate) fn internal(argv: &[OsString]) -> Option<u8> {
     let subcommand = argv.get(1)?.to_str()?;
     if subcommand != KEEP && subcommand != INIT {
         return None;
@@ -120,7 +120,9 @@ fn spawn_command(command: &[OsString], report: &mut File) -> Result<nix::unistd:
     match command.spawn() {
         Ok(child) => {
             let _ = report.write_all(Report::Started.line().as_bytes());
-            Ok(nix::unistd::Pid::from_raw(child.id() as i32))
+            Ok(nix::unistd::Pid::from_raw(
+                i32::try_from(child.id()).expect("a pid fits in i32"),
+            ))
         }
         Err(e) => {
             let errno = e.raw_os_error().unwrap_or(0);
@@ -131,7 +133,7 @@ fn spawn_command(command: &[OsString], report: &mut File) -> Result<nix::unistd:
 }
 
 /// The shell's exit code for a command that could not be started.
-pub fn spawn_failure_code(e: &io::Error) -> u8 {
+pub(crate) fn spawn_failure_code(e: &io::Error) -> u8 {
     match e.kind() {
         io::ErrorKind::NotFound => 127,
         io::ErrorKind::PermissionDenied => 126,
@@ -143,7 +145,7 @@ pub fn spawn_failure_code(e: &io::Error) -> u8 {
 const START_LIMIT: Duration = Duration::from_secs(5);
 
 /// The command, under its keeper.
-pub struct Supervised {
+pub(crate) struct Supervised {
     keeper: tokio::process::Child,
     /// Its write end: dropping it (or tenure's death) makes the keeper kill the whole tree.
     control: File,
@@ -159,7 +161,7 @@ impl Supervised {
     /// # Errors
     /// The exec error of the command (NotFound, PermissionDenied, …), or why the keeper could
     /// not supervise it (`--isolation pid-namespace` where namespaces are not allowed).
-    pub async fn spawn(
+    pub(crate) async fn spawn(
         argv: &[String],
         env: &[(&str, String)],
         isolation: Isolation,
@@ -229,13 +231,15 @@ impl Supervised {
     }
 
     /// The supervision in force: `pid-namespace`, `pid-namespace+user` or `subreaper`.
-    pub fn mode(&self) -> &str {
+    pub(crate) fn mode(&self) -> &str {
         &self.mode
     }
 
     /// The keeper's pid.
-    pub fn pid(&self) -> i32 {
-        self.keeper.id().map_or(0, |id| id as i32)
+    pub(crate) fn pid(&self) -> i32 {
+        self.keeper
+            .id()
+            .map_or(0, |id| i32::try_from(id).expect("a pid fits in i32"))
     }
 
     fn send(&mut self, control: Control) {
@@ -244,12 +248,12 @@ impl Supervised {
     }
 
     /// Passes `signal` on to the command's process group.
-    pub fn signal(&mut self, signal: Signal) {
+    pub(crate) fn signal(&mut self, signal: Signal) {
         self.send(Control::Forward(signal));
     }
 
     /// SIGTERM to every process of the tree.
-    pub fn terminate(&mut self) {
+    pub(crate) fn terminate(&mut self) {
         self.send(Control::Terminate);
     }
 
@@ -258,7 +262,7 @@ impl Supervised {
     ///
     /// # Cancel safety
     /// Cancel safe: the status is kept once known.
-    pub async fn wait(&mut self) -> io::Result<ExitStatus> {
+    pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
         if let Some(status) = self.status {
             return Ok(status);
         }
@@ -269,7 +273,7 @@ impl Supervised {
 
     /// Stops the whole tree: SIGTERM, then SIGKILL at `kill_at` at the latest; returns once
     /// every process of it is gone.
-    pub async fn stop(&mut self, kill_at: Instant) -> io::Result<ExitStatus> {
+    pub(crate) async fn stop(&mut self, kill_at: Instant) -> io::Result<ExitStatus> {
         if self.status.is_none() {
             self.terminate();
             let grace = kill_at.saturating_duration_since(Instant::now());
@@ -283,10 +287,11 @@ impl Supervised {
 }
 
 /// The shell's convention: the exit code, or 128 + the signal that killed it.
-pub fn exit_code(status: ExitStatus) -> u8 {
+pub(crate) fn exit_code(status: ExitStatus) -> u8 {
     match (status.code(), status.signal()) {
-        (Some(code), _) => code as u8,
-        (None, Some(signal)) => 128u8.saturating_add(signal as u8),
+        // An exit status is 0..=255 and a signal number below 128.
+        (Some(code), _) => u8::try_from(code).unwrap_or(crate::exit::INTERNAL),
+        (None, Some(signal)) => 128u8.saturating_add(u8::try_from(signal).unwrap_or(127)),
         (None, None) => crate::exit::INTERNAL,
     }
 }

@@ -6,7 +6,7 @@ use nix::unistd::{getgid, getuid};
 
 /// Which namespaces were created.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Entered {
+pub(super) enum Entered {
     Pid,
     /// A user namespace that maps only our own uid and gid (so the command keeps them), with a
     /// PID namespace inside it.
@@ -14,7 +14,7 @@ pub enum Entered {
 }
 
 impl Entered {
-    pub fn as_str(self) -> &'static str {
+    pub(super) fn as_str(self) -> &'static str {
         match self {
             Entered::Pid => "pid-namespace",
             Entered::UserAndPid => "pid-namespace+user",
@@ -26,7 +26,7 @@ impl Entered {
 ///
 /// # Errors
 /// The error of the last `unshare` tried (EPERM or EINVAL where namespaces are not allowed).
-pub fn enter() -> Result<Entered, String> {
+pub(super) fn enter() -> Result<Entered, String> {
     let direct = match unshare(CloneFlags::CLONE_NEWPID) {
         Ok(()) => return Ok(Entered::Pid),
         Err(e) => e,

@@ -11,16 +11,16 @@ use std::os::fd::RawFd;
 use std::time::Duration;
 
 /// The hidden subcommand of the keeper (tenure's child, a subreaper).
-pub const KEEP: &str = "__keep";
+pub(super) const KEEP: &str = "__keep";
 /// The hidden subcommand of the init of a PID namespace (the keeper's child).
-pub const INIT: &str = "__init";
+pub(super) const INIT: &str = "__init";
 
 const TERMINATE: u8 = b'T';
 const KILL: u8 = b'K';
 
 /// One byte on the control pipe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Control {
+pub(super) enum Control {
     /// Pass this signal on to the command's process group.
     Forward(Signal),
     /// SIGTERM to every process of the tree.
@@ -30,7 +30,7 @@ pub enum Control {
 }
 
 impl Control {
-    pub fn byte(self) -> u8 {
+    pub(super) fn byte(self) -> u8 {
         match self {
             // Signal numbers are below 65, so below both letters.
             Control::Forward(signal) => signal as u8,
@@ -39,7 +39,7 @@ impl Control {
         }
     }
 
-    pub fn from_byte(byte: u8) -> Option<Control> {
+    pub(super) fn from_byte(byte: u8) -> Option<Control> {
         match byte {
             TERMINATE => Some(Control::Terminate),
             KILL => Some(Control::Kill),
@@ -51,7 +51,7 @@ impl Control {
 /// The command line of a hidden subcommand:
 /// `tenure __keep|__init CONTROL_FD REPORT_FD GRACE_MS ISOLATION -- CMD…`.
 #[derive(Debug, PartialEq)]
-pub struct Args {
+pub(super) struct Args {
     pub control: RawFd,
     pub report: RawFd,
     pub grace: Duration,
@@ -60,7 +60,7 @@ pub struct Args {
 }
 
 impl Args {
-    pub fn to_argv(&self, subcommand: &str) -> Vec<OsString> {
+    pub(super) fn to_argv(&self, subcommand: &str) -> Vec<OsString> {
         let mut argv: Vec<OsString> = vec![
             subcommand.into(),
             self.control.to_string().into(),
@@ -76,7 +76,7 @@ impl Args {
     /// Parses what follows the subcommand; `None` if it is not what [`to_argv`] writes.
     ///
     /// [`to_argv`]: Args::to_argv
-    pub fn parse(rest: &[OsString]) -> Option<Args> {
+    pub(super) fn parse(rest: &[OsString]) -> Option<Args> {
         let [control, report, grace, isolation, dashes, command @ ..] = rest else {
             return None;
         };
@@ -95,7 +95,7 @@ impl Args {
 
 /// One line on the report pipe.
 #[derive(Debug, PartialEq)]
-pub enum Report {
+pub(super) enum Report {
     /// The supervision in force (written by the keeper first).
     Mode(String),
     /// The command runs.
@@ -107,7 +107,7 @@ pub enum Report {
 }
 
 impl Report {
-    pub fn line(&self) -> String {
+    pub(super) fn line(&self) -> String {
         match self {
             Report::Mode(mode) => format!("mode {mode}\n"),
             Report::Started => "started\n".into(),
@@ -116,7 +116,7 @@ impl Report {
         }
     }
 
-    pub fn parse(line: &str) -> Option<Report> {
+    pub(super) fn parse(line: &str) -> Option<Report> {
         let (word, rest) = line.split_once(' ').unwrap_or((line, ""));
         match word {
             "mode" => Some(Report::Mode(rest.into())),

@@ -26,7 +26,7 @@ const FORWARDED: [Signal; 6] = [
 ];
 
 /// What a supervisor can do to the processes below it.
-pub trait Tree {
+pub(super) trait Tree {
     /// Passes `signal` on to the command's process group.
     fn forward(&mut self, signal: Signal);
     /// SIGTERM to every process of the tree (but the supervisors).
@@ -37,7 +37,7 @@ pub trait Tree {
 
 /// Blocks the signals the loop reads, before any child is started (so that no SIGCHLD is
 /// lost). A child inherits the mask: it calls [`unblock_all`] before its exec.
-pub fn block_signals() -> nix::Result<SignalFd> {
+pub(super) fn block_signals() -> nix::Result<SignalFd> {
     let mut set = SigSet::empty();
     set.add(Signal::SIGCHLD);
     for signal in FORWARDED {
@@ -49,7 +49,7 @@ pub fn block_signals() -> nix::Result<SignalFd> {
 
 /// Clears the signal mask (called between fork and exec: sigprocmask is async-signal-safe),
 /// so that the command gets the signals it is sent.
-pub fn unblock_all() -> std::io::Result<()> {
+pub(super) fn unblock_all() -> std::io::Result<()> {
     nix::sys::signal::sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
         .map_err(std::io::Error::from)
 }
@@ -57,8 +57,12 @@ pub fn unblock_all() -> std::io::Result<()> {
 /// The shell's convention for a status: the exit code, or 128 + the signal.
 fn code(status: WaitStatus) -> Option<(Pid, u8)> {
     match status {
-        WaitStatus::Exited(pid, code) => Some((pid, code as u8)),
-        WaitStatus::Signaled(pid, signal, _) => Some((pid, 128u8.saturating_add(signal as u8))),
+        // An exit status is 0..=255 and a signal number below 128.
+        WaitStatus::Exited(pid, code) => Some((pid, u8::try_from(code).unwrap_or(u8::MAX))),
+        WaitStatus::Signaled(pid, signal, _) => {
+            let number = u8::try_from(signal as i32).unwrap_or(127);
+            Some((pid, 128u8.saturating_add(number)))
+        }
         _ => None,
     }
 }
@@ -67,7 +71,7 @@ fn code(status: WaitStatus) -> Option<(Pid, u8)> {
 ///
 /// When `child` exits, the rest of the tree gets SIGTERM and, `grace` later, SIGKILL. When the
 /// control pipe closes (the parent is gone), the tree gets SIGKILL at once.
-pub fn run(
+pub(super) fn run(
     tree: &mut impl Tree,
     child: Pid,
     control: OwnedFd,
@@ -120,7 +124,7 @@ pub fn run(
             .is_some_and(|r| !r.is_empty());
         drop(fds);
         while let Ok(Some(info)) = signals.read_signal() {
-            if let Ok(signal) = Signal::try_from(info.ssi_signo as i32) {
+            if let Ok(signal) = Signal::try_from(i32::try_from(info.ssi_signo).unwrap_or(0)) {
                 if signal != Signal::SIGCHLD {
                     tree.forward(signal);
                 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 /// Every live descendant of `root` (children first), as `/proc` shows them now. A process
 /// that forks meanwhile is found by the next call: callers repeat until none is left.
-pub fn descendants(root: Pid) -> Vec<Pid> {
+pub(super) fn descendants(root: Pid) -> Vec<Pid> {
     let mut children: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
@@ -62,7 +62,7 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         };
         let _ = nix::sys::signal::kill(
-            Pid::from_raw(child.id() as i32),
+            Pid::from_raw(i32::try_from(child.id()).expect("a pid fits in i32")),
             nix::sys::signal::Signal::SIGKILL,
         );
         for pid in &found {
@@ -70,7 +70,9 @@ mod tests {
         }
         let _ = child.wait();
         assert!(
-            found.contains(&Pid::from_raw(child.id() as i32)),
+            found.contains(&Pid::from_raw(
+                i32::try_from(child.id()).expect("a pid fits in i32")
+            )),
             "{found:?}"
         );
         assert!(found.len() >= 2, "the sleep is found too: {found:?}");

@@ -12,7 +12,13 @@ crate::per_backend!(
 );
 
 /// Runs an admin command with `--json` and checks the answer's shape; returns its lease.
-pub fn admin_json(db: &TestDb, args: &[&str], action: &str, changed: bool, effect: &str) -> Value {
+pub(crate) fn admin_json(
+    db: &TestDb,
+    args: &[&str],
+    action: &str,
+    changed: bool,
+    effect: &str,
+) -> Value {
     let mut all = args.to_vec();
     all.push("--json");
     let out = db.run(&all);

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// CLOCK_MONOTONIC in nanoseconds, as the children write it.
-pub fn mono_ns() -> i64 {
+pub(crate) fn mono_ns() -> i64 {
     let t = clock_gettime(ClockId::CLOCK_MONOTONIC).expect("clock");
     t.tv_sec() * 1_000_000_000 + t.tv_nsec()
 }
@@ -99,7 +99,7 @@ int main(int argc, char **argv) {
 "#;
 
 /// Builds the child program once.
-pub fn child_program() -> &'static Path {
+pub(crate) fn child_program() -> &'static Path {
     static PROGRAM: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     PROGRAM.get_or_init(|| {
         let dir = std::env::temp_dir().join(format!("tenure-run-test-{}", std::process::id()));

@@ -15,7 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use tenure::BackendKind;
 
 /// The three backends, in the order tests usually visit them.
-pub const KINDS: [BackendKind; 3] = [
+pub(crate) const KINDS: [BackendKind; 3] = [
     BackendKind::Sqlite,
     BackendKind::Postgres,
     BackendKind::MySql,
@@ -23,7 +23,7 @@ pub const KINDS: [BackendKind; 3] = [
 
 /// Every table of a prefix: the lease's, MySQL's epoch row, and the Consul layer's (which the
 /// `tenure` command compiles in).
-pub const TABLES: [&str; 8] = [
+pub(crate) const TABLES: [&str; 8] = [
     "lease",
     "history",
     "tick",
@@ -34,25 +34,25 @@ pub const TABLES: [&str; 8] = [
     "consul_index",
 ];
 
-pub fn postgres_url() -> String {
+pub(crate) fn postgres_url() -> String {
     std::env::var("TENURE_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_string())
 }
 
-pub fn mysql_url() -> String {
+pub(crate) fn mysql_url() -> String {
     std::env::var("TENURE_TEST_MYSQL_URL")
         .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_string())
 }
 
 /// PostgreSQL through PgBouncer in transaction mode (`scripts/pgbouncer.sh start`).
-pub fn pgbouncer_url() -> String {
+pub(crate) fn pgbouncer_url() -> String {
     std::env::var("TENURE_TEST_PGBOUNCER_URL").unwrap_or_else(|_| {
         "postgres://postgres@127.0.0.1:6432/test?pooler=transaction".to_string()
     })
 }
 
 /// The database URL of `kind`: the server's, or a fresh SQLite file in `dir` (not created).
-pub fn url_for(kind: BackendKind, dir: &Path) -> String {
+pub(crate) fn url_for(kind: BackendKind, dir: &Path) -> String {
     match kind {
         BackendKind::Postgres => postgres_url(),
         BackendKind::MySql => mysql_url(),
@@ -62,18 +62,18 @@ pub fn url_for(kind: BackendKind, dir: &Path) -> String {
 }
 
 /// A fresh SQLite file's path in `dir` (not created).
-pub fn sqlite_file(dir: &Path) -> PathBuf {
+pub(crate) fn sqlite_file(dir: &Path) -> PathBuf {
     dir.join(format!("{}.db", token()))
 }
 
 /// Whether an unreachable server must fail the test instead of skipping it.
-pub fn under_ci() -> bool {
+pub(crate) fn under_ci() -> bool {
     std::env::var("CI").as_deref() == Ok("true")
 }
 
 /// `None`, after printing `SKIPPED: …`, for a server that could not be reached; under
 /// `CI=true` a panic.
-pub fn unreachable<T>(kind: BackendKind, error: impl std::fmt::Display) -> Option<T> {
+pub(crate) fn unreachable<T>(kind: BackendKind, error: impl std::fmt::Display) -> Option<T> {
     if under_ci() {
         panic!("{kind} server not reachable under CI=true: {error}");
     }
@@ -82,7 +82,7 @@ pub fn unreachable<T>(kind: BackendKind, error: impl std::fmt::Display) -> Optio
 }
 
 /// A token no other call in this test run returns: lower-case letters and digits.
-pub fn token() -> String {
+pub(crate) fn token() -> String {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let nanos = SystemTime::now()
@@ -112,19 +112,19 @@ fn base36(mut n: u64) -> String {
 }
 
 /// A name (election, candidate, …) unique in this test run: `<label>-<token>`.
-pub fn unique(label: &str) -> String {
+pub(crate) fn unique(label: &str) -> String {
     format!("{label}-{}", token())
 }
 
 /// A fresh table prefix: lower case (PostgreSQL folds unquoted names), well within the
 /// `^[A-Za-z_][A-Za-z0-9_]{0,40}$` rule.
-pub fn fresh_prefix() -> String {
+pub(crate) fn fresh_prefix() -> String {
     format!("tc{}_", token())
 }
 
 /// A campaign of `candidate` for a new tenure of `ttl_ms`, as tests set up a leader through
 /// the library rather than through a command.
-pub fn campaign_op(candidate: &str, ttl_ms: u64) -> tenure::Op {
+pub(crate) fn campaign_op(candidate: &str, ttl_ms: u64) -> tenure::Op {
     tenure::Op::Campaign {
         candidate: candidate.into(),
         term: None,
@@ -137,7 +137,7 @@ pub fn campaign_op(candidate: &str, ttl_ms: u64) -> tenure::Op {
 /// Drops the tables of `prefix` on the server of `url` (nothing on SQLite: its file goes with
 /// its directory). Call it at the end of a test; a failed test leaves its tables for
 /// inspection.
-pub async fn drop_tables(kind: BackendKind, url: &str, prefix: &str) {
+pub(crate) async fn drop_tables(kind: BackendKind, url: &str, prefix: &str) {
     use sqlx::Connection;
     let drops = TABLES.map(|t| format!("DROP TABLE IF EXISTS {prefix}{t}"));
     match kind {

@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-pub const TTL_MS: u64 = 2000;
+pub(crate) const TTL_MS: u64 = 2000;
 
-pub struct Backend {
+pub(crate) struct Backend {
     pub kind: BackendKind,
     pub url: String,
     pub prefix: String,
@@ -28,7 +28,7 @@ pub struct Backend {
 /// A database for `tenure run` processes on `kind` (its tables made by a first `tenure
 /// status`), or `None` after printing `SKIPPED: …` when the server is unreachable (a failure
 /// under `CI=true`).
-pub fn backend(kind: BackendKind) -> Option<Backend> {
+pub(crate) fn backend(kind: BackendKind) -> Option<Backend> {
     let dir = tempfile::tempdir().expect("temp dir");
     // SQLite: `t.db` in the test's directory, which a test may remove or inspect.
     let url = match kind {
@@ -40,7 +40,7 @@ pub fn backend(kind: BackendKind) -> Option<Backend> {
 
 /// PostgreSQL through PgBouncer in transaction mode (`scripts/pgbouncer.sh start`), with the
 /// direct server as `--notify-url` if `notify`.
-pub fn pgbouncer(notify: bool) -> Option<Backend> {
+pub(crate) fn pgbouncer(notify: bool) -> Option<Backend> {
     let dir = tempfile::tempdir().expect("temp dir");
     let notify = notify.then(super::postgres_url);
     backend_at(BackendKind::Postgres, super::pgbouncer_url(), notify, dir)
@@ -74,7 +74,7 @@ fn backend_at(
 
 impl Backend {
     /// `tenure ARGS…` on this database (see [`tenure`](super::tenure) for its environment).
-    pub fn tenure(&self, args: &[&str]) -> Command {
+    pub(crate) fn tenure(&self, args: &[&str]) -> Command {
         let mut c = super::tenure();
         c.env("TENURE_DATABASE_URL", &self.url)
             .env("TENURE_TABLE_PREFIX", &self.prefix)
@@ -87,7 +87,7 @@ impl Backend {
 
     /// Whether the database wakes followers (PostgreSQL's NOTIFY, unless behind a transaction
     /// pooler without a notify URL); elsewhere they poll every renew interval.
-    pub fn pushes(&self) -> bool {
+    pub(crate) fn pushes(&self) -> bool {
         match self.kind {
             BackendKind::Postgres => {
                 !self.url.contains("pooler=transaction") || self.notify_url.is_some()
@@ -98,17 +98,17 @@ impl Backend {
         }
     }
 
-    pub fn log(&self) -> PathBuf {
+    pub(crate) fn log(&self) -> PathBuf {
         self.dir.path().join("children.log")
     }
 
     /// `tenure run NAME --candidate ID [extra] -- child LOG ID MODE CODE`.
-    pub fn run(&self, name: &str, id: &str, extra: &[&str], mode: &str, code: i32) -> Child {
+    pub(crate) fn run(&self, name: &str, id: &str, extra: &[&str], mode: &str, code: i32) -> Child {
         self.run_ttl(TTL_MS, name, id, extra, mode, code)
     }
 
     /// As [`run`](Backend::run), with a ttl of `ttl_ms`.
-    pub fn run_ttl(
+    pub(crate) fn run_ttl(
         &self,
         ttl_ms: u64,
         name: &str,
@@ -133,7 +133,13 @@ impl Backend {
 
     /// `tenure run NAME --ttl TTL --candidate ID [extra] -- COMMAND…`, its stderr in
     /// `ID.stderr`, ready to spawn.
-    pub fn run_command(&self, name: &str, id: &str, extra: &[&str], command: &[&str]) -> Command {
+    pub(crate) fn run_command(
+        &self,
+        name: &str,
+        id: &str,
+        extra: &[&str],
+        command: &[&str],
+    ) -> Command {
         self.run_command_ttl(TTL_MS, name, id, extra, command)
     }
 
@@ -156,13 +162,13 @@ impl Backend {
         c
     }
 
-    pub fn stderr_of(&self, id: &str) -> String {
+    pub(crate) fn stderr_of(&self, id: &str) -> String {
         std::fs::read_to_string(self.dir.path().join(format!("{id}.stderr"))).unwrap_or_default()
     }
 }
 
 #[derive(Clone, Debug)]
-pub struct Interval {
+pub(crate) struct Interval {
     pub label: String,
     pub pid: i32,
     pub term: u64,
@@ -171,20 +177,20 @@ pub struct Interval {
 }
 
 /// Reads the children's log, and tracks when children without a `stop` line were seen gone.
-pub struct Children {
+pub(crate) struct Children {
     log: PathBuf,
     seen_dead: BTreeMap<i32, i64>,
 }
 
 impl Children {
-    pub fn new(log: &Path) -> Children {
+    pub(crate) fn new(log: &Path) -> Children {
         Children {
             log: log.to_path_buf(),
             seen_dead: BTreeMap::new(),
         }
     }
 
-    pub fn intervals(&mut self) -> Vec<Interval> {
+    pub(crate) fn intervals(&mut self) -> Vec<Interval> {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let mut by_pid: BTreeMap<i32, Interval> = BTreeMap::new();
         for line in text.lines() {
@@ -225,7 +231,7 @@ impl Children {
     }
 
     /// Every tenure's stderr, for failure messages.
-    pub fn logs(&self) -> String {
+    pub(crate) fn logs(&self) -> String {
         let mut out = String::new();
         if let Ok(dir) = std::fs::read_dir(self.log.parent().unwrap()) {
             for entry in dir.flatten() {
@@ -239,7 +245,7 @@ impl Children {
         out
     }
 
-    pub fn running(&mut self) -> Vec<Interval> {
+    pub(crate) fn running(&mut self) -> Vec<Interval> {
         self.intervals()
             .into_iter()
             .filter(|i| i.stop.is_none())
@@ -247,13 +253,13 @@ impl Children {
     }
 
     /// Polls until `cond` holds on the intervals, or panics after `within`.
-    pub fn wait_until(
+    pub(crate) fn wait_until(
         &mut self,
         within: Duration,
         what: &str,
         cond: impl Fn(&[Interval]) -> bool,
     ) -> Vec<Interval> {
-        let until = mono_ns() + within.as_nanos() as i64;
+        let until = mono_ns() + i64::try_from(within.as_nanos()).unwrap_or(i64::MAX / 2);
         loop {
             let now = self.intervals();
             if cond(&now) {
@@ -269,7 +275,7 @@ impl Children {
         }
     }
 
-    pub fn assert_disjoint(&mut self) {
+    pub(crate) fn assert_disjoint(&mut self) {
         let all = self.intervals();
         for (i, a) in all.iter().enumerate() {
             for b in &all[i + 1..] {
@@ -284,7 +290,7 @@ impl Children {
     }
 }
 
-pub fn alive(pid: i32) -> bool {
+pub(crate) fn alive(pid: i32) -> bool {
     // A zombie has exited: it runs no code any more.
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => !stat
@@ -297,18 +303,21 @@ pub fn alive(pid: i32) -> bool {
     }
 }
 
-pub fn wait_exit(child: &mut Child, within: Duration) -> i32 {
+pub(crate) fn wait_exit(child: &mut Child, within: Duration) -> i32 {
     let status = wait_for_exit(child, within)
         .unwrap_or_else(|| panic!("tenure did not exit within {within:?}"));
     status.code().unwrap_or(-1)
 }
 
-pub fn stop(mut child: Child) {
-    let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+pub(crate) fn stop(mut child: Child) {
+    let _ = kill(
+        Pid::from_raw(i32::try_from(child.id()).expect("a pid fits in i32")),
+        Signal::SIGTERM,
+    );
     let _ = wait_exit(&mut child, Duration::from_secs(10));
 }
 
-pub fn ms(ns: i64) -> i64 {
+pub(crate) fn ms(ns: i64) -> i64 {
     ns / 1_000_000
 }
 
@@ -328,11 +337,11 @@ impl Drop for Children {
 }
 
 /// A `tenure` process SIGKILLed when the test ends without having waited for it.
-pub struct Tenure(pub Child);
+pub(crate) struct Tenure(pub Child);
 
 impl Tenure {
-    pub fn pid(&self) -> Pid {
-        Pid::from_raw(self.0.id() as i32)
+    pub(crate) fn pid(&self) -> Pid {
+        Pid::from_raw(i32::try_from(self.0.id()).expect("a pid fits in i32"))
     }
 }
 

@@ -17,13 +17,13 @@
 //! - [`serve`]: `tenure serve` as a real process and a small HTTP client.
 #![allow(dead_code)]
 
-pub mod child;
-pub mod databases;
-pub mod leaders;
-pub mod outage;
-pub mod serve;
+pub(crate) mod child;
+pub(crate) mod databases;
+pub(crate) mod leaders;
+pub(crate) mod outage;
+pub(crate) mod serve;
 
-pub use databases::*;
+pub(crate) use databases::*;
 
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -33,7 +33,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-pub use tenure::BackendKind;
+pub(crate) use tenure::BackendKind;
 use tenure::{Store, StoreOptions};
 
 /// One test per backend, `sqlite::NAME`, `postgres::NAME` and `mysql::NAME`, each calling
@@ -69,7 +69,7 @@ macro_rules! per_backend {
 }
 
 /// A tokio runtime on this thread, for the library calls of a synchronous test.
-pub fn runtime() -> tokio::runtime::Runtime {
+pub(crate) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -77,18 +77,18 @@ pub fn runtime() -> tokio::runtime::Runtime {
 }
 
 /// How long a command run by [`run`] may take before the test fails.
-pub const RUN_LIMIT: Duration = Duration::from_secs(30);
+pub(crate) const RUN_LIMIT: Duration = Duration::from_secs(30);
 
 /// `XDG_STATE_HOME` for commands run without a database URL, so that they never reach the
 /// user's own database. Not created here: only a command that uses the default makes it.
-pub fn scratch_state_home() -> PathBuf {
+pub(crate) fn scratch_state_home() -> PathBuf {
     std::env::temp_dir().join(format!("tenure-cli-test-{}-state", std::process::id()))
 }
 
 /// The `tenure` binary with a clean environment: no inherited `TENURE_DATABASE_URL`,
 /// `TENURE_TABLE_PREFIX` or `TENURE_LOG`, `XDG_STATE_HOME` in a scratch directory (so a command
 /// without `--database-url` never touches the user's own database), stdin closed.
-pub fn tenure() -> Command {
+pub(crate) fn tenure() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_tenure"));
     c.env_remove("TENURE_DATABASE_URL")
         .env_remove("TENURE_TABLE_PREFIX")
@@ -100,7 +100,7 @@ pub fn tenure() -> Command {
 
 /// What a finished command printed, and how it ended.
 #[derive(Debug)]
-pub struct Output {
+pub(crate) struct Output {
     /// The exit code (`None` if killed by a signal).
     pub code: Option<i32>,
     pub stdout: String,
@@ -110,7 +110,7 @@ pub struct Output {
 
 impl Output {
     /// stdout as one JSON value (the `--json` answer of a read or admin command).
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_str(self.stdout.trim_end()).unwrap_or_else(|e| {
             panic!("stdout is not one JSON value ({e}):\n{self}");
         })
@@ -118,7 +118,7 @@ impl Output {
 
     /// The lines of stderr that carry a message: without the `tenure: database …` banner,
     /// blank lines and clap's `For more information, try '--help'.` hint.
-    pub fn message_lines(&self) -> Vec<&str> {
+    pub(crate) fn message_lines(&self) -> Vec<&str> {
         self.stderr
             .lines()
             .filter(|l| {
@@ -130,14 +130,14 @@ impl Output {
     }
 
     /// The `tenure: database …` banner, if printed.
-    pub fn banner(&self) -> Option<&str> {
+    pub(crate) fn banner(&self) -> Option<&str> {
         self.stderr
             .lines()
             .find_map(|l| l.strip_prefix("tenure: database "))
     }
 
     /// Panics (showing everything) unless the command exited with `code`.
-    pub fn expect_code(&self, code: i32) -> &Output {
+    pub(crate) fn expect_code(&self, code: i32) -> &Output {
         assert_eq!(self.code, Some(code), "unexpected exit code:\n{self}");
         self
     }
@@ -154,7 +154,7 @@ impl std::fmt::Display for Output {
 }
 
 /// Runs `command` to completion (at most [`RUN_LIMIT`], then it is killed and the test fails).
-pub fn run(command: &mut Command) -> Output {
+pub(crate) fn run(command: &mut Command) -> Output {
     let started = Instant::now();
     let mut child = command
         .stdout(Stdio::piped())
@@ -185,7 +185,7 @@ fn drain(mut pipe: impl Read + Send + 'static) -> std::thread::JoinHandle<String
 }
 
 /// Waits at most `within` for `child` to exit; `None` if it still runs.
-pub fn wait_for_exit(child: &mut Child, within: Duration) -> Option<ExitStatus> {
+pub(crate) fn wait_for_exit(child: &mut Child, within: Duration) -> Option<ExitStatus> {
     let deadline = Instant::now() + within;
     loop {
         if let Some(status) = child.try_wait().expect("wait") {
@@ -199,14 +199,14 @@ pub fn wait_for_exit(child: &mut Child, within: Duration) -> Option<ExitStatus> 
 }
 
 /// A command running in the background, its stdout read line by line; killed when dropped.
-pub struct Background {
+pub(crate) struct Background {
     child: Child,
     lines: Receiver<String>,
     stderr: Arc<Mutex<String>>,
 }
 
 impl Background {
-    pub fn spawn(command: &mut Command) -> Background {
+    pub(crate) fn spawn(command: &mut Command) -> Background {
         let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -238,27 +238,27 @@ impl Background {
         }
     }
 
-    pub fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         i32::try_from(self.child.id()).expect("pid")
     }
 
     /// The next stdout line, waiting at most `timeout`; `None` on timeout or end of output.
-    pub fn next_line(&self, timeout: Duration) -> Option<String> {
+    pub(crate) fn next_line(&self, timeout: Duration) -> Option<String> {
         self.lines.recv_timeout(timeout).ok()
     }
 
     /// Everything printed on stderr so far.
-    pub fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         self.stderr.lock().expect("stderr lock").clone()
     }
 
     /// Sends `signal` to the process.
-    pub fn signal(&self, signal: nix::sys::signal::Signal) {
+    pub(crate) fn signal(&self, signal: nix::sys::signal::Signal) {
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), signal).expect("kill");
     }
 
     /// Waits at most `timeout` for the process to exit.
-    pub fn wait_timeout(&mut self, timeout: Duration) -> Option<ExitStatus> {
+    pub(crate) fn wait_timeout(&mut self, timeout: Duration) -> Option<ExitStatus> {
         wait_for_exit(&mut self.child, timeout)
     }
 }
@@ -275,7 +275,7 @@ impl Drop for Background {
 /// A database of one test: a fresh SQLite file (in a temporary directory), or a fresh table
 /// prefix on a PostgreSQL / MariaDB server. Nothing is created until asked: the SQLite file
 /// does not exist and the prefix has no tables until a command or [`TestDb::store`] makes them.
-pub struct TestDb {
+pub(crate) struct TestDb {
     pub kind: BackendKind,
     pub url: String,
     pub prefix: String,
@@ -292,7 +292,7 @@ enum Raw {
 impl TestDb {
     /// A database for one test on `kind`, or `None` (after printing `SKIPPED: …`) when the
     /// server is unreachable and `CI` is not `true`; under CI that panics.
-    pub async fn new(kind: BackendKind) -> Option<TestDb> {
+    pub(crate) async fn new(kind: BackendKind) -> Option<TestDb> {
         let dir = tempfile::Builder::new()
             .prefix("tenure-cli-test-")
             .tempdir()
@@ -332,19 +332,19 @@ impl TestDb {
     }
 
     /// A temporary directory that lives as long as this database.
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         self.dir.path()
     }
 
     /// Store options for this database (its prefix, tables created on first use).
-    pub fn options(&self) -> StoreOptions {
+    pub(crate) fn options(&self) -> StoreOptions {
         StoreOptions::default()
             .table_prefix(self.prefix.clone())
             .timeout(Duration::from_secs(10))
     }
 
     /// A library store on this database (creates the tables).
-    pub async fn store(&self) -> Store {
+    pub(crate) async fn store(&self) -> Store {
         Store::connect_with(&self.url, self.options())
             .await
             .unwrap_or_else(|e| panic!("connect {}: {e}", self.kind))
@@ -352,7 +352,7 @@ impl TestDb {
 
     /// `tenure` on this database (`TENURE_DATABASE_URL` and `TENURE_TABLE_PREFIX` set; flags on
     /// the command line override them).
-    pub fn tenure(&self) -> Command {
+    pub(crate) fn tenure(&self) -> Command {
         let mut c = tenure();
         c.env("TENURE_DATABASE_URL", &self.url)
             .env("TENURE_TABLE_PREFIX", &self.prefix);
@@ -360,12 +360,12 @@ impl TestDb {
     }
 
     /// Runs `tenure ARGS…` on this database.
-    pub fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         run(self.tenure().args(args))
     }
 
     /// Whether the SQLite file exists (always `true` for the servers).
-    pub fn file_exists(&self) -> bool {
+    pub(crate) fn file_exists(&self) -> bool {
         match &self.raw {
             Raw::Sqlite(path) => path.exists(),
             _ => true,
@@ -374,7 +374,7 @@ impl TestDb {
 
     /// Rows in `<prefix><table>` (`lease`, `history`, `schema`), or `None` if it does not
     /// exist. Never creates anything (not even the SQLite file).
-    pub async fn rows(&self, table: &str) -> Option<i64> {
+    pub(crate) async fn rows(&self, table: &str) -> Option<i64> {
         let table = format!("{}{table}", self.prefix);
         match &self.raw {
             Raw::Postgres(b) => {
@@ -447,7 +447,7 @@ impl TestDb {
     }
 
     /// Panics unless the lease and history tables of this prefix are absent or empty.
-    pub async fn assert_untouched(&self, context: &str) {
+    pub(crate) async fn assert_untouched(&self, context: &str) {
         for table in ["lease", "history"] {
             let rows = self.rows(table).await;
             assert!(
@@ -460,7 +460,7 @@ impl TestDb {
     }
 
     /// Runs a script of statements (e.g. `tenure migrate --print`) on this database.
-    pub async fn execute_script(&self, script: &str) {
+    pub(crate) async fn execute_script(&self, script: &str) {
         match &self.raw {
             Raw::Postgres(b) => {
                 sqlx::raw_sql(script)
@@ -495,14 +495,14 @@ impl TestDb {
 
     /// Drops this prefix's tables on the servers (the SQLite file goes with its directory).
     /// Call it at the end of a test; a failed test leaves its tables for inspection.
-    pub async fn drop_tables(&self) {
+    pub(crate) async fn drop_tables(&self) {
         drop_tables(self.kind, &self.url, &self.prefix).await;
     }
 }
 
 /// A script's statements as the mysql client splits them: at `;`, or at the delimiter a
 /// `DELIMITER` line sets (the client's command, which the server never sees), and at the end.
-pub fn mysql_client_statements(script: &str) -> Vec<String> {
+pub(crate) fn mysql_client_statements(script: &str) -> Vec<String> {
     let mut statements = Vec::new();
     let (mut delimiter, mut current) = (";".to_string(), String::new());
     for line in script.lines() {
@@ -528,7 +528,7 @@ pub fn mysql_client_statements(script: &str) -> Vec<String> {
 }
 
 /// The set of keys of a JSON object.
-pub fn keys(value: &Value) -> BTreeSet<&str> {
+pub(crate) fn keys(value: &Value) -> BTreeSet<&str> {
     value
         .as_object()
         .unwrap_or_else(|| panic!("not a JSON object: {value}"))
@@ -538,13 +538,13 @@ pub fn keys(value: &Value) -> BTreeSet<&str> {
 }
 
 /// Panics unless `value` is an object with exactly `expected` as keys.
-pub fn assert_keys(value: &Value, expected: &[&str]) {
+pub(crate) fn assert_keys(value: &Value, expected: &[&str]) {
     let expected: BTreeSet<&str> = expected.iter().copied().collect();
     assert_eq!(keys(value), expected, "keys of {value}");
 }
 
 /// Parses an RFC 3339 UTC timestamp (`…Z`) as tenure prints it.
-pub fn rfc3339(value: &Value) -> chrono::DateTime<chrono::Utc> {
+pub(crate) fn rfc3339(value: &Value) -> chrono::DateTime<chrono::Utc> {
     let text = value
         .as_str()
         .unwrap_or_else(|| panic!("not a timestamp string: {value}"));
@@ -555,7 +555,7 @@ pub fn rfc3339(value: &Value) -> chrono::DateTime<chrono::Utc> {
 }
 
 /// A database instant as tenure prints it (RFC 3339, UTC, milliseconds).
-pub fn db_time(t: tenure::DbTime) -> String {
+pub(crate) fn db_time(t: tenure::DbTime) -> String {
     t.to_utc()
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }

@@ -12,7 +12,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
 
 /// A TCP relay on 127.0.0.1 to `upstream` that can be cut and restored.
-pub struct Cut {
+pub(crate) struct Cut {
     port: u16,
     down: Arc<AtomicBool>,
     open: Arc<Mutex<Vec<TcpStream>>>,
@@ -20,7 +20,7 @@ pub struct Cut {
 
 impl Cut {
     /// Relays to `upstream` (`host:port`). The accepting thread lives as long as the test.
-    pub fn start(upstream: &str) -> Cut {
+    pub(crate) fn start(upstream: &str) -> Cut {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind the relay");
         let port = listener.local_addr().expect("relay address").port();
         let down = Arc::new(AtomicBool::new(false));
@@ -41,7 +41,7 @@ impl Cut {
     }
 
     /// `url` with its host and port replaced by this relay's.
-    pub fn url(&self, url: &str) -> String {
+    pub(crate) fn url(&self, url: &str) -> String {
         let (scheme, rest) = url.split_once("://").expect("a URL with a scheme");
         let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
         let hostport_at = authority.rfind('@').map_or(0, |i| i + 1);
@@ -53,7 +53,7 @@ impl Cut {
     }
 
     /// Resets every open connection and refuses new ones.
-    pub fn cut(&self) {
+    pub(crate) fn cut(&self) {
         self.down.store(true, Ordering::SeqCst);
         for stream in self.open.lock().expect("relay lock").drain(..) {
             let _ = stream.shutdown(Shutdown::Both);
@@ -61,13 +61,13 @@ impl Cut {
     }
 
     /// Accepts connections again.
-    pub fn restore(&self) {
+    pub(crate) fn restore(&self) {
         self.down.store(false, Ordering::SeqCst);
     }
 }
 
 /// `host:port` of a database URL.
-pub fn host_port(url: &str) -> String {
+pub(crate) fn host_port(url: &str) -> String {
     let rest = url.split_once("://").expect("a URL with a scheme").1;
     let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
     authority[authority.rfind('@').map_or(0, |i| i + 1)..].to_string()
@@ -89,14 +89,14 @@ fn relay(client: TcpStream, server: TcpStream, open: &Mutex<Vec<TcpStream>>) -> 
 }
 
 /// An exclusive transaction on an SQLite file, held until dropped.
-pub struct SqliteLock {
+pub(crate) struct SqliteLock {
     release: Option<mpsc::Sender<()>>,
     done: Option<thread::JoinHandle<()>>,
 }
 
 impl SqliteLock {
     /// Takes the lock (returns once it is held).
-    pub fn take(path: &str) -> SqliteLock {
+    pub(crate) fn take(path: &str) -> SqliteLock {
         use sqlx::Connection;
         let (held_tx, held) = mpsc::channel();
         let (release, release_rx) = mpsc::channel::<()>();

@@ -18,14 +18,14 @@ use std::process::{Child, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-pub use tenure::BackendKind;
+pub(crate) use tenure::BackendKind;
 use tenure::Store;
 
 // === databases ===
 
 /// One test's database, with a library store on it (tables created) for setting up and
 /// checking leases.
-pub struct Db {
+pub(crate) struct Db {
     pub store: Store,
     db: TestDb,
 }
@@ -40,25 +40,25 @@ impl Deref for Db {
 
 impl Db {
     /// A database on `kind`, or `None` after printing `SKIPPED: …` (panics under CI=true).
-    pub async fn new(kind: BackendKind) -> Option<Db> {
+    pub(crate) async fn new(kind: BackendKind) -> Option<Db> {
         let db = TestDb::new(kind).await?;
         let store = db.store().await;
         Some(Db { store, db })
     }
 
     /// `tenure serve ARGS…` on this database, started and listening.
-    pub fn serve(&self, args: &[&str]) -> Server {
+    pub(crate) fn serve(&self, args: &[&str]) -> Server {
         Server::start(self, args)
     }
 
     /// A campaign through the library (not through a server).
-    pub async fn campaign(&self, name: &str, who: &str, ttl_ms: u64) -> tenure::Applied {
+    pub(crate) async fn campaign(&self, name: &str, who: &str, ttl_ms: u64) -> tenure::Applied {
         let op = super::campaign_op(who, ttl_ms);
         self.store.apply(name, &op, who).await.expect("campaign")
     }
 
     /// The live holder of `name`, if any.
-    pub async fn holder(&self, name: &str) -> Option<String> {
+    pub(crate) async fn holder(&self, name: &str) -> Option<String> {
         self.store
             .leader(name)
             .await
@@ -70,10 +70,10 @@ impl Db {
 // === the server ===
 
 /// The admin token every test server reads from its token file.
-pub const TOKEN: &str = "serve-test-token-4b7c1e";
+pub(crate) const TOKEN: &str = "serve-test-token-4b7c1e";
 
 /// A running `tenure serve`.
-pub struct Server {
+pub(crate) struct Server {
     child: Child,
     pub addr: SocketAddr,
     stderr: Arc<Mutex<String>>,
@@ -134,16 +134,16 @@ impl Server {
     }
 
     /// The URL of `path` on this server.
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
 
-    pub fn get(&self, path: &str) -> Reply {
+    pub(crate) fn get(&self, path: &str) -> Reply {
         http(self.addr, "GET", path, &[], b"")
     }
 
     /// POST with the admin token and a JSON body.
-    pub fn admin(&self, path: &str, body: &str) -> Reply {
+    pub(crate) fn admin(&self, path: &str, body: &str) -> Reply {
         let auth = format!("Bearer {TOKEN}");
         http(
             self.addr,
@@ -158,16 +158,16 @@ impl Server {
     }
 
     /// Everything the server printed on stderr so far.
-    pub fn stderr(&self) -> String {
+    pub(crate) fn stderr(&self) -> String {
         self.stderr.lock().expect("stderr").clone()
     }
 
-    pub fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         i32::try_from(self.child.id()).expect("pid")
     }
 
     /// SIGTERM, then waits (at most `within`) for the exit.
-    pub fn terminate(&mut self, within: Duration) -> Option<ExitStatus> {
+    pub(crate) fn terminate(&mut self, within: Duration) -> Option<ExitStatus> {
         let pid = nix::unistd::Pid::from_raw(self.pid());
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
         wait_for_exit(&mut self.child, within)
@@ -189,7 +189,7 @@ impl Drop for Server {
 
 /// An HTTP answer.
 #[derive(Debug)]
-pub struct Reply {
+pub(crate) struct Reply {
     pub status: u16,
     /// Header names in lower case.
     pub headers: Vec<(String, String)>,
@@ -197,14 +197,14 @@ pub struct Reply {
 }
 
 impl Reply {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| v.as_str())
     }
 
-    pub fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap_or_else(|e| {
             panic!(
                 "not JSON ({e}): {} {}",
@@ -214,19 +214,19 @@ impl Reply {
         })
     }
 
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
     }
 
     /// The `X-Tenure-Index` header.
-    pub fn index(&self) -> u64 {
+    pub(crate) fn index(&self) -> u64 {
         self.header("x-tenure-index")
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| panic!("no index header: {self:?}"))
     }
 
     /// Panics unless this is `status` with a JSON error that mentions `needle`.
-    pub fn assert_error(&self, status: u16, needle: &str) {
+    pub(crate) fn assert_error(&self, status: u16, needle: &str) {
         assert_eq!(self.status, status, "{}", self.text());
         let body = self.json();
         let message = body["error"]
@@ -237,7 +237,7 @@ impl Reply {
 }
 
 /// One request on a fresh connection (`Connection: close`).
-pub fn http(
+pub(crate) fn http(
     addr: SocketAddr,
     method: &str,
     path: &str,
@@ -258,7 +258,7 @@ pub fn http(
 }
 
 /// Sends `request` as it is and reads the answer (at most 60 s).
-pub fn raw(addr: SocketAddr, request: &[u8]) -> Reply {
+pub(crate) fn raw(addr: SocketAddr, request: &[u8]) -> Reply {
     let mut stream = TcpStream::connect(addr).expect("connect");
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))
@@ -321,7 +321,11 @@ fn unchunk(mut rest: &[u8]) -> Vec<u8> {
 }
 
 /// Polls `check` every 20 ms until it returns `Some`, at most `within`.
-pub fn eventually<T>(within: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+pub(crate) fn eventually<T>(
+    within: Duration,
+    what: &str,
+    mut check: impl FnMut() -> Option<T>,
+) -> T {
     let deadline = Instant::now() + within;
     loop {
         if let Some(v) = check() {
@@ -333,6 +337,6 @@ pub fn eventually<T>(within: Duration, what: &str, mut check: impl FnMut() -> Op
 }
 
 /// A scratch path under `dir`.
-pub fn path_in(dir: &Path, name: &str) -> PathBuf {
+pub(crate) fn path_in(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
 }

@@ -252,7 +252,7 @@ async fn postgres_probe(url: &str) -> Result<u16, sqlx::Error> {
         .fetch_one(&mut c)
         .await?;
     let _ = c.close().await;
-    Ok(port as u16)
+    Ok(u16::try_from(port).expect("a TCP port"))
 }
 
 async fn mysql_probe(url: &str) -> Result<u16, sqlx::Error> {
@@ -271,7 +271,7 @@ async fn mysql_probe(url: &str) -> Result<u16, sqlx::Error> {
         .fetch_one(&mut c)
         .await?;
     let _ = c.close().await;
-    Ok(port as u16)
+    Ok(u16::try_from(port).expect("a TCP port"))
 }
 
 #[cfg(test)]

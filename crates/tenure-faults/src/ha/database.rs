@@ -100,7 +100,7 @@ impl Database {
 /// From `since` (monotonic ns), how long until a write through `url` committed on a server
 /// other than the one on `old_port`: a probe starts every 100 ms (each waits up to 2 s, so a
 /// probe stuck on the old primary does not hide a new one), for at most `timeout`.
-pub async fn wait_writable(
+pub(super) async fn wait_writable(
     kind: BackendKind,
     url: &str,
     old_port: u16,

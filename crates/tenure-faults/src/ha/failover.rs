@@ -33,7 +33,12 @@ pub(super) async fn fail_over(
         .await
         .ok_or_else(|| format!("no tenure leader within {LEADER_WITHIN:?} of the nodes' start"))?;
     // A few renewals, then the fault at a random point of the renew cycle.
-    sleep(ttl + Duration::from_millis(rng.gen_range(0..ttl.as_millis() as u64 / 4))).await;
+    sleep(
+        ttl + Duration::from_millis(
+            rng.gen_range(0..u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX) / 4),
+        ),
+    )
+    .await;
     let primary = db.primary().await.ok_or("the cluster names no primary")?;
     let (target_name, old_port) = db.member(primary);
     let fault_at = match (&mut *db, scenario.fault) {

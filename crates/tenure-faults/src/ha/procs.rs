@@ -238,7 +238,7 @@ pub fn kill_tree(pid: i32) {
 /// SIGKILLs every process (other than this one) whose command line contains `marker`, until
 /// none is left (at most 5 s); returns how many it killed.
 pub fn kill_marked(marker: &str) -> usize {
-    let me = std::process::id() as i32;
+    let me = nix::unistd::getpid().as_raw();
     let mut killed = 0;
     let until = std::time::Instant::now() + Duration::from_secs(5);
     loop {
@@ -289,7 +289,10 @@ impl Group {
     /// SIGKILLs the whole group and reaps its leader.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
-            let _ = kill(Pid::from_raw(-(child.id() as i32)), Signal::SIGKILL);
+            let _ = kill(
+                Pid::from_raw(-i32::try_from(child.id()).expect("a pid fits in i32")),
+                Signal::SIGKILL,
+            );
             let _ = child.wait();
         }
     }

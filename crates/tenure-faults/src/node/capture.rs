@@ -7,7 +7,7 @@ use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
 use tracing_subscriber::layer::{Context, Layer};
 
-pub struct Campaigns(pub Arc<EventLog>);
+pub(super) struct Campaigns(pub Arc<EventLog>);
 
 #[derive(Default)]
 struct Fields {

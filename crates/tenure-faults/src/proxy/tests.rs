@@ -57,7 +57,9 @@ impl Upstream {
 }
 
 fn pattern(len: usize) -> Vec<u8> {
-    (0..len).map(|i| (i * 7 % 251) as u8).collect()
+    (0..len)
+        .map(|i| u8::try_from(i * 7 % 251).expect("below 251"))
+        .collect()
 }
 
 async fn read_n(socket: &mut TcpStream, n: usize) -> Vec<u8> {

@@ -44,7 +44,7 @@ impl Node {
         self.child
             .id()
             .filter(|_| self.alive)
-            .map(|p| nix::unistd::Pid::from_raw(p as i32))
+            .map(|p| nix::unistd::Pid::from_raw(i32::try_from(p).expect("a pid fits in i32")))
     }
 }
 

@@ -187,7 +187,7 @@ async fn drive(
 fn observed_clock_jump(history: &[crate::event::Event]) -> i64 {
     let mut by_node: std::collections::HashMap<&str, (i64, i64)> = Default::default();
     for e in history.iter().filter(|e| e.node != "nemesis") {
-        let offset = e.wall_ms - (e.t / 1_000_000) as i64;
+        let offset = e.wall_ms - i64::try_from(e.t / 1_000_000).unwrap_or(i64::MAX);
         let range = by_node.entry(&e.node).or_insert((offset, offset));
         range.0 = range.0.min(offset);
         range.1 = range.1.max(offset);

@@ -17,7 +17,7 @@ use tenure::BackendKind;
 use tokio::time::sleep;
 
 /// Per-scenario nemesis state that outlives one round.
-pub struct Nemesis {
+pub(super) struct Nemesis {
     pub rng: StdRng,
     /// The libfaketime offset file of the clock scenario.
     pub clock_file: Option<std::path::PathBuf>,
@@ -46,7 +46,7 @@ pub fn faketime_env(file: &Path) -> Vec<(String, String)> {
 }
 
 impl Nemesis {
-    pub fn new(rng: StdRng, clock_file: Option<std::path::PathBuf>) -> Nemesis {
+    pub(super) fn new(rng: StdRng, clock_file: Option<std::path::PathBuf>) -> Nemesis {
         Nemesis {
             rng,
             clock_file,
@@ -68,7 +68,7 @@ impl Nemesis {
     }
 
     /// One round of `fault`.
-    pub async fn round(&mut self, c: &mut Cluster, fault: Fault) -> Result<(), String> {
+    pub(super) async fn round(&mut self, c: &mut Cluster, fault: Fault) -> Result<(), String> {
         let ttl = c.settings.ttl;
         if fault == Fault::KillAny {
             return self.kill_any(c).await;
@@ -80,9 +80,9 @@ impl Nemesis {
         let id = c.nodes[leader].id.clone();
         let pid = c.nodes[leader].pid().ok_or("the leader has no pid")?;
         // A short random delay, so that faults land at different points of the renew cycle.
-        sleep(Duration::from_millis(
-            self.rng.gen_range(0..ttl.as_millis() as u64 / 4),
-        ))
+        sleep(Duration::from_millis(self.rng.gen_range(
+            0..u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX) / 4,
+        )))
         .await;
         match fault {
             Fault::Kill => {
@@ -409,7 +409,7 @@ async fn unstarve(pid: Pid, hogs: Vec<std::process::Child>) -> Result<(), String
 
 fn num_cpus() -> u32 {
     std::thread::available_parallelism()
-        .map_or(1, |n| n.get() as u32)
+        .map_or(1, |n| u32::try_from(n.get()).unwrap_or(u32::MAX))
         .min(63)
 }
 

@@ -177,7 +177,7 @@ proptest! {
             }
         }
         let mut order: Vec<usize> = (0..live).collect();
-        order.rotate_left((order_seed % live as u64) as usize);
+        order.rotate_left(usize::try_from(order_seed % live as u64).unwrap());
         for _ in 0..(shards as usize + 4) {
             let before = owners.clone();
             round(&mut owners, &members, cap, &order);
