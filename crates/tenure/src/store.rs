@@ -13,6 +13,8 @@ use crate::model::{DbTime, Effect, Op, Purpose};
 use crate::records::LeaderInfo;
 use crate::telemetry;
 use crate::validate;
+#[cfg(feature = "testing")]
+mod among;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -191,6 +193,33 @@ impl Store {
     pub async fn apply(&self, name: &str, op: &Op, actor: &str) -> Result<Applied> {
         validate_op(name, op)?;
         self.apply_valid(name, op, actor).await
+    }
+
+    /// Applies a raw campaign with a [`Standing`](crate::model::Standing) among given rivals,
+    /// in one transaction, as the candidate registry's campaigns run it (only with the
+    /// `testing` feature: the model-based test compares the backends with the model's
+    /// `decide_among` through it).
+    ///
+    /// # Errors
+    /// As [`apply`](Store::apply).
+    #[cfg(feature = "testing")]
+    pub async fn apply_among(
+        &self,
+        name: &str,
+        op: &Op,
+        actor: &str,
+        standing: &crate::model::Standing<'_>,
+    ) -> Result<Applied> {
+        validate_op(name, op)?;
+        let mut body = among::Among {
+            name,
+            op,
+            actor,
+            standing,
+            applied: None,
+        };
+        self.transaction(&mut body).await?;
+        Ok(body.applied.expect("a committed transaction ran its body"))
     }
 
     /// Applies `op`, whose name and ids were validated when its caller was built.
