@@ -44,7 +44,6 @@ pub(crate) fn install() -> Result<PrometheusHandle, Failure> {
                 .and_then(PrometheusBuilder::install_recorder)
                 .map_err(|e| format!("cannot install the Prometheus recorder: {e}"))?;
             tenure::telemetry::describe();
-            crate::serve::metrics::describe();
             tokio::spawn(upkeep(handle.clone()));
             Ok(handle)
         })

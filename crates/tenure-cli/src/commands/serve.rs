@@ -58,6 +58,7 @@ pub(super) async fn serve(global: &Global, args: ServeArgs) -> Outcome {
     let mut interrupt = signal(SignalKind::interrupt())?;
     let mut terminate = signal(SignalKind::terminate())?;
     let metrics = crate::watching::install()?;
+    serve::metrics::describe();
     crate::watching::listen(&args.watching).await?;
 
     let store = database::open(global, !global.no_create, Some(timing.db_timeout())).await?;
