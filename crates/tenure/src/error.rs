@@ -218,6 +218,8 @@ pub(crate) fn is_missing_table(err: &sqlx::Error) -> bool {
 }
 
 /// Whether `e` is a server's refusal because it is read-only (see [`Error::ReadOnly`]).
+// Used by PostgreSQL's engine.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) fn is_read_only(e: &sqlx::Error) -> bool {
     read_only_refusal(e).is_some()
 }

@@ -88,7 +88,9 @@ mod guard;
 mod lock;
 #[cfg(feature = "testing")]
 pub mod model;
+// Its items are `pub` for the `testing` build; without it they are the crate's own.
 #[cfg(not(feature = "testing"))]
+#[allow(unreachable_pub)]
 mod model;
 mod records;
 mod rng;

@@ -27,6 +27,8 @@ pub struct Freshness {
     discards: watch::Sender<u64>,
 }
 
+// The servers' backends use it (`discards`: PostgreSQL's LISTEN); SQLite has no failover.
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
 impl Freshness {
     pub(crate) fn new() -> Arc<Freshness> {
         Arc::new(Freshness {
@@ -38,6 +40,7 @@ impl Freshness {
 
     /// Changes at every mark: a connection held outside the pool (PostgreSQL's LISTEN) then
     /// gives its connection back (closed, as stale) and takes a fresh one.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn discards(&self) -> watch::Receiver<u64> {
         self.discards.subscribe()
     }

@@ -168,7 +168,8 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
 }
 
 /// Opens (and closes) one connection, so that a refused connection or bad credentials are
-/// reported as such — a pool would only say that it timed out.
+/// reported as such — a pool would only say that it timed out (the servers' backends).
+#[cfg_attr(not(any(feature = "postgres", feature = "mysql")), allow(dead_code))]
 pub(crate) async fn probe<C>(
     connect: &C,
     timeout: std::time::Duration,

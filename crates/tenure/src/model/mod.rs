@@ -17,7 +17,9 @@ mod term;
 mod time;
 
 pub use standing::{Rival, Standing};
-pub use term::{Clock, Epoch, TIMELINE_BITS};
+#[cfg(any(feature = "postgres", feature = "testing"))]
+pub use term::TIMELINE_BITS;
+pub use term::{Clock, Epoch};
 pub(crate) use time::duration_ms;
 pub use time::DbTime;
 
@@ -356,6 +358,8 @@ pub struct Decision {
 /// Applies `op` to the row `current` of `name` at the database's instant and in its epoch
 /// (`at`; a bare [`DbTime`] is a database with one history, [`Epoch::ZERO`]). Every new term
 /// is minted here, by [`Epoch::next_term`].
+// The one-statement fast path of PostgreSQL calls it outside a transaction body.
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub fn decide(at: impl Into<Clock>, name: &str, current: Option<&Lease>, op: &Op) -> Decision {
     decide_among(at, name, current, op, None)
 }

@@ -83,6 +83,7 @@ where
 
     /// The answer of an engine's one-statement lock operation that wrote (`Engine::
     /// one_statement`): the lease row and the clock (`now_us`) it returned, in `epoch`.
+    #[cfg_attr(not(any(feature = "sqlite", feature = "mysql")), allow(dead_code))]
     pub(in crate::backend) fn cycle_applied(
         &self,
         row: &<E::Database as Database>::Row,
