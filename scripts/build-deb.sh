@@ -15,9 +15,17 @@ cargo deb --version >/dev/null 2>&1 || {
   exit 1
 }
 
-cargo build --release --locked -p tenure-cli
+# TENURE_DEB_PROFILE=dev packs the debug build instead (CI: the same code and files, checked
+# without a 7-minute release build); the package for a server is the release one.
+profile="${TENURE_DEB_PROFILE:-release}"
+case "$profile" in
+  release) dir=release ;;
+  dev) dir=debug ;;
+  *) echo "build-deb: TENURE_DEB_PROFILE is release or dev, not $profile" >&2; exit 64 ;;
+esac
+cargo build --profile "$profile" --locked -p tenure-cli
 # cargo-deb finds the binary the same way (CARGO_TARGET_DIR, else target/).
-tenure="${CARGO_TARGET_DIR:-target}/release/tenure"
+tenure="${CARGO_TARGET_DIR:-target}/$dir/tenure"
 
 # Next to the binary, where [package.metadata.deb] lists them (cargo-deb reads its
 # `target/release/` as the real target directory). Man pages compressed as Debian wants them,
@@ -32,4 +40,4 @@ gzip -9n "$assets"/man/*.1
 "$tenure" completions fish >"$assets/completions/tenure.fish"
 
 # The last line cargo-deb prints is the package's path.
-cargo deb --no-build --locked -p tenure-cli "$@" | tail -n 1
+cargo deb --no-build --profile "$profile" --locked -p tenure-cli "$@" | tail -n 1
