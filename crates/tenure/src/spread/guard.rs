@@ -1,7 +1,9 @@
 //! [`ShardGuard`]: one shard a member owns — an ordinary lock guard on the shard's lease (its
 //! term, `lost()`, fence) that tells its member when the work let go of it.
 
+use crate::guard::{Guard, Tenure};
 use crate::lock::LockGuard;
+use std::future::Future;
 use std::ops::Deref;
 use tokio::sync::mpsc;
 
@@ -13,10 +15,10 @@ pub(super) struct Returned {
     pub(super) lock: Option<LockGuard>,
 }
 
-/// One shard owned by a [`Member`](super::Member): a [`LockGuard`] on the shard's lease
-/// (reached through `Deref`: [`term`](crate::Tenure::term), [`lost`](crate::Tenure::lost),
-/// [`is_lost`](crate::Tenure::is_lost), [`fence`](crate::Tenure::fence), …) and which shard
-/// it is.
+/// One shard owned by a [`Member`](super::Member): a lock on the shard's lease — its
+/// [`Tenure`] reached through `Deref`: [`term`](Tenure::term), [`lost`](Tenure::lost),
+/// [`is_lost`](Tenure::is_lost), [`fence`](Tenure::fence), … — and which shard it is. It is a
+/// [`Guard`], so code that runs work under any guard runs it under a shard.
 ///
 /// Work on the shard until [`lost`](crate::Tenure::lost) completes, then drop the guard (or
 /// [`release`](ShardGuard::release) it). The tenure ends when the lease could not be renewed
@@ -72,12 +74,28 @@ impl ShardGuard {
     ///
     /// # Errors
     /// Database errors; the lease then expires by itself.
-    pub async fn release(mut self) -> crate::Result<()> {
+    pub async fn release(self) -> crate::Result<()> {
+        self.release_inner(None).await
+    }
+
+    /// As [`release`](ShardGuard::release), with `reason` as the detail of the history's
+    /// `released` event.
+    ///
+    /// # Errors
+    /// As [`release`](ShardGuard::release).
+    pub async fn release_because(self, reason: impl Into<String>) -> crate::Result<()> {
+        self.release_inner(Some(reason.into())).await
+    }
+
+    async fn release_inner(mut self, reason: Option<String>) -> crate::Result<()> {
         let Some(lock) = self.lock.take() else {
             return Ok(());
         };
         let term = lock.term();
-        let result = lock.release().await;
+        let result = match reason {
+            Some(reason) => lock.release_because(reason).await,
+            None => lock.release().await,
+        };
         let back = Returned {
             shard: self.shard,
             term,
@@ -90,10 +108,20 @@ impl ShardGuard {
 }
 
 impl Deref for ShardGuard {
-    type Target = LockGuard;
+    type Target = Tenure;
 
-    fn deref(&self) -> &LockGuard {
+    fn deref(&self) -> &Tenure {
         self.lock.as_ref().expect("held until released or dropped")
+    }
+}
+
+impl Guard for ShardGuard {
+    fn release(self) -> impl Future<Output = crate::Result<()>> + Send {
+        ShardGuard::release(self)
+    }
+
+    fn release_because(self, reason: String) -> impl Future<Output = crate::Result<()>> + Send {
+        ShardGuard::release_because(self, reason)
     }
 }
 

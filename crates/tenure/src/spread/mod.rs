@@ -89,7 +89,10 @@ pub(crate) fn shard_of(group: &str, name: &str) -> Option<u32> {
 }
 
 /// Checks a group of `shards` shards: at least one, and every shard's name a valid name.
-fn check(group: &str, shards: u32) -> Result<()> {
+///
+/// # Errors
+/// [`Error::Invalid`] naming the rule.
+pub fn check(group: &str, shards: u32) -> Result<()> {
     validate::name(group)?;
     if shards == 0 {
         return Err(Error::Invalid {
