@@ -98,7 +98,8 @@ pub(crate) enum Command {
     /// Show who leads NAME.
     Leader(LeaderArgs),
     /// Show every name: holder, term, since, time left, paused, handover target, live
-    /// candidates.
+    /// candidates; and every spreading group with live members: each member's shards and
+    /// the unowned ones.
     Status,
     /// Show the candidates of NAME: priority, observer or not, metadata, last seen, leader.
     Candidates(CandidatesArgs),

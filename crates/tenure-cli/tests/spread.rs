@@ -141,6 +141,21 @@ fn spread(kind: BackendKind) {
     let moved: Vec<&Interval> = all.iter().filter(|i| i.start > joined_ns).collect();
     assert_eq!(moved.len(), 4, "a join moves 4 shards: {moved:#?}");
     assert!(moved.iter().all(|i| owner(i).0 == "m4"), "{moved:#?}");
+    // `tenure status --json` shows the same assignment as the running children.
+    let running = assignment(&kids.running()).expect("every shard once");
+    let status = b.tenure(&["status", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let group = &v["groups"][0];
+    assert_eq!(group["group"], "grp", "{v}");
+    assert_eq!(group["shards"], 12, "{v}");
+    assert_eq!(group["unowned"], serde_json::json!([]), "{v}");
+    for (m, shards) in &running {
+        let shown: BTreeSet<u32> = serde_json::from_value(group["members"][m].clone()).unwrap();
+        assert_eq!(&shown, shards, "{m}: {v}");
+    }
+    let table = b.tenure(&["status"]).output().unwrap();
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("GROUP") && table.contains("m4"), "{table}");
     check_history(&mut kids);
 
     // SIGTERM drains: the children stop, the shards are released, tenure exits 0.
@@ -156,12 +171,17 @@ fn spread(kind: BackendKind) {
     }
     assert!(kids.running().is_empty(), "{:#?}", kids.running());
     check_history(&mut kids);
+    // Every shard released and every member gone from the registry: no group shown.
     let status = b.tenure(&["status", "--json"]).output().unwrap();
-    let text = String::from_utf8_lossy(&status.stdout);
-    for shard in 0..12 {
-        let name = format!("grp/{shard}");
-        assert!(text.contains(&name), "{text}");
-    }
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert!(v.get("groups").is_none(), "{v}");
+    let leases = v["leases"].as_array().unwrap();
+    let shards: Vec<&serde_json::Value> = leases
+        .iter()
+        .filter(|l| l["name"].as_str().is_some_and(|n| n.starts_with("grp/")))
+        .collect();
+    assert_eq!(shards.len(), 12, "{v}");
+    assert!(shards.iter().all(|l| l["holder"].is_null()), "{v}");
 }
 
 per_backend!(spread);

@@ -14,7 +14,8 @@
 //!   lease. [`shard_name`] builds it.
 //! - **Membership** is the candidate registry (`<prefix>candidate`): a member registers as an
 //!   observer of the group's name `GROUP` (which no election uses), its weight as its
-//!   priority, live until its ttl after its last tick by the database's clock; `tenure
+//!   priority and `spread:shards=N` as its metadata (so that [`groups`] finds the group and
+//!   its `N`), live until its ttl after its last tick by the database's clock; `tenure
 //!   candidates GROUP` lists the members.
 //! - **A tick** (every renew interval, and whenever one of its shard guards is dropped): one
 //!   transaction registers the member and reads the live members and every shard's lease
@@ -86,6 +87,31 @@ pub(crate) fn shard_of(group: &str, name: &str) -> Option<u32> {
     let rest = name.strip_prefix(group)?.strip_prefix('/')?;
     let i: u32 = rest.parse().ok()?;
     (i.to_string() == rest).then_some(i)
+}
+
+/// The metadata a member registers with: its group's shard count.
+fn metadata(shards: u32) -> String {
+    format!("{METADATA}{shards}")
+}
+
+const METADATA: &str = "spread:shards=";
+
+/// Every group with live members, and its shard count (the largest its live members give:
+/// while members restart with a new `N` they may differ), by group name.
+///
+/// # Errors
+/// [`Error::Timeout`], database errors.
+pub async fn groups(store: &Store) -> Result<BTreeMap<String, u32>> {
+    let roster = Candidates::new(store.clone()).live().await?;
+    let mut groups: BTreeMap<String, u32> = BTreeMap::new();
+    for c in roster.candidates.iter().filter(|c| c.observer) {
+        let shards = c.metadata.as_deref().and_then(|m| m.strip_prefix(METADATA));
+        if let Some(n) = shards.and_then(|n| n.parse::<u32>().ok()) {
+            let most = groups.entry(c.name.clone()).or_default();
+            *most = (*most).max(n);
+        }
+    }
+    Ok(groups)
 }
 
 /// Checks a group of `shards` shards: at least one, and every shard's name a valid name.
@@ -208,7 +234,7 @@ impl Spread {
             candidate: id.clone(),
             priority,
             observer: true,
-            metadata: None,
+            metadata: Some(metadata(self.shards)),
             ttl_ms: ms(timing.ttl()),
             renew_ms: ms(timing.renew_interval() + timing.db_timeout()),
             settle_ms: 0,
@@ -278,6 +304,8 @@ impl Spread {
             }
         }
         Ok(Assignment {
+            group: self.group.clone(),
+            shards: self.shards,
             now,
             members,
             unowned,
@@ -289,6 +317,10 @@ impl Spread {
 /// A group's assignment, as one read saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Assignment {
+    /// The group.
+    pub group: String,
+    /// Its shard count, as the read was asked.
+    pub shards: u32,
     /// The database's instant of the read.
     pub now: DbTime,
     /// Each live member (and any other live holder of a shard) → the shards it owns.
