@@ -194,10 +194,10 @@ impl Running {
             "spread: took a shard"
         );
         let guard = ShardGuard::new(guard, shard, t.shards, t.back.clone());
-        // A member whose work stopped listening drops the guard here: released at once.
-        if t.send.send(guard).is_ok() {
-            self.local.insert(shard, local);
-        }
+        // Counted before it is sent: if the member's stream is gone (it is leaving), the guard
+        // is dropped here, comes back, and its release is awaited like any other.
+        self.local.insert(shard, local);
+        drop(t.send.send(guard));
     }
 
     /// A clean leave: every shard surrendered, the work given until the leases would expire
