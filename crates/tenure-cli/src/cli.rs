@@ -178,13 +178,14 @@ pub(crate) struct SpreadArgs {
     pub group: String,
     /// How many shards the group has (every member must give the same N; see
     /// docs/guides/cli.md).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub shards: u32,
     /// At most K shards on this member (shards beyond every member's cap stay unowned).
-    #[arg(long, value_name = "K")]
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_per_member: Option<u32>,
     /// This member's weight: shares are proportional to it (1 to 2147483647).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(i32::MAX)))]
     pub weight: u32,
     #[command(flatten)]
     pub lease: LeaseArgs,
