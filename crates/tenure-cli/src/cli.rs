@@ -92,10 +92,14 @@ pub(crate) enum Command {
     Lock(LockArgs),
     /// Run CMD on every tick of a schedule, on exactly one node of all that run this line.
     Every(EveryArgs),
+    /// Share the N shards of GROUP with the other live members and run one CMD per shard
+    /// this member owns.
+    Spread(SpreadArgs),
     /// Show who leads NAME.
     Leader(LeaderArgs),
     /// Show every name: holder, term, since, time left, paused, handover target, live
-    /// candidates.
+    /// candidates; and every spreading group with live members: each member's shards and
+    /// the unowned ones.
     Status,
     /// Show the candidates of NAME: priority, observer or not, metadata, last seen, leader.
     Candidates(CandidatesArgs),
@@ -162,6 +166,31 @@ pub(crate) struct RunArgs {
     // Last: its help heading would also head the flags after it.
     #[command(flatten)]
     pub standing: StandingArgs,
+    #[command(flatten)]
+    pub command: CommandArgs,
+    #[command(flatten)]
+    pub watching: crate::watching::WatchingArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SpreadArgs {
+    /// The group's name: its shards are the leases GROUP/0 … GROUP/N-1.
+    pub group: String,
+    /// How many shards the group has (every member must give the same N; see
+    /// docs/guides/cli.md).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub shards: u32,
+    /// At most K shards on this member (shards beyond every member's cap stay unowned).
+    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_per_member: Option<u32>,
+    /// This member's weight: shares are proportional to it (1 to 2147483647).
+    #[arg(long, default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(i32::MAX)))]
+    pub weight: u32,
+    #[command(flatten)]
+    pub lease: LeaseArgs,
+    #[command(flatten)]
+    pub supervise: SuperviseArgs,
     #[command(flatten)]
     pub command: CommandArgs,
     #[command(flatten)]

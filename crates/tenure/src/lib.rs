@@ -95,6 +95,7 @@ mod model;
 mod records;
 mod rng;
 mod schedule;
+pub mod spread;
 mod store;
 pub mod telemetry;
 pub mod validate;
@@ -113,6 +114,7 @@ pub use lock::{LockGuard, LockOptions, Locks, Semaphore};
 pub use model::{DbTime, Effect, Lease, Op, Purpose, StepDownReason};
 pub use records::{Applied, HistoryEntry, LeaderInfo, Snapshot};
 pub use schedule::{Cadence, Schedule, Tick};
+pub use spread::{Assignment, Member, ShardGuard, Spread};
 pub use store::Store;
 
 #[doc(hidden)]

@@ -11,6 +11,7 @@ mod lock;
 mod migrate;
 mod run;
 mod serve;
+mod spread;
 mod status;
 mod watch;
 
@@ -24,6 +25,7 @@ pub(crate) async fn dispatch(cli: Cli) -> Outcome {
         Command::Run(args) => run::run(global, args).await,
         Command::Lock(args) => lock::lock(global, args).await,
         Command::Every(args) => every::every(global, args).await,
+        Command::Spread(args) => spread::spread(global, args).await,
         Command::Leader(args) => leader::leader(global, args).await,
         Command::Status => status::status(global).await,
         Command::Candidates(args) => candidates::candidates(global, args).await,

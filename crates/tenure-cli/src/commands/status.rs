@@ -1,4 +1,4 @@
-//! `tenure status`: every name.
+//! `tenure status`: every name, and every spreading group's assignment.
 
 use super::check_global;
 use crate::cli::Global;
@@ -7,13 +7,73 @@ use crate::exit::{Outcome, OK};
 use crate::output::{human_duration, print_json, print_table, time, LeaseJson};
 use crate::roster::{live_counts, LiveCount};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::time::Duration;
 use tenure::candidates::Candidates;
+use tenure::Spread;
 
 #[derive(Serialize)]
 struct Status {
     now: String,
     leases: Vec<NameJson>,
+    /// Only when a group has live members.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    groups: Vec<GroupJson>,
+}
+
+/// A spreading group's assignment: each live member's shards, and the shards nobody owns.
+#[derive(Serialize)]
+struct GroupJson {
+    group: String,
+    shards: u32,
+    members: BTreeMap<String, Vec<u32>>,
+    unowned: Vec<u32>,
+}
+
+async fn groups(store: &tenure::Store) -> Result<Vec<GroupJson>, tenure::Error> {
+    let mut out = Vec::new();
+    for (group, shards) in tenure::spread::groups(store).await? {
+        let a = Spread::new(store.clone(), group, shards)?
+            .assignment()
+            .await?;
+        out.push(GroupJson {
+            group: a.group,
+            shards: a.shards,
+            members: a.members,
+            unowned: a.unowned,
+        });
+    }
+    Ok(out)
+}
+
+fn list(shards: &[u32]) -> String {
+    let shown: Vec<String> = shards.iter().map(u32::to_string).collect();
+    if shown.is_empty() {
+        "-".into()
+    } else {
+        shown.join(",")
+    }
+}
+
+fn print_groups(groups: &[GroupJson]) {
+    let mut rows = Vec::new();
+    for g in groups {
+        let row = |who: &str, shards: &[u32]| {
+            vec![
+                g.group.clone(),
+                g.shards.to_string(),
+                who.to_string(),
+                shards.len().to_string(),
+                list(shards),
+            ]
+        };
+        rows.extend(g.members.iter().map(|(m, s)| row(m, s)));
+        if !g.unowned.is_empty() {
+            rows.push(row("(unowned)", &g.unowned));
+        }
+    }
+    println!();
+    print_table(&["GROUP", "SHARDS", "MEMBER", "OWNS", "WHICH"], &rows);
 }
 
 /// A name's lease and how many live candidates and observers it has.
@@ -37,10 +97,12 @@ pub(super) async fn status(global: &Global) -> Outcome {
             live: counts.get(&l.name).copied().unwrap_or_default(),
         })
         .collect();
+    let groups = groups(&store).await?;
     if global.json {
         print_json(&Status {
             now: time(snapshot.now),
             leases,
+            groups,
         });
         return Ok(OK);
     }
@@ -83,5 +145,8 @@ pub(super) async fn status(global: &Global) -> Outcome {
         ],
         &rows,
     );
+    if !groups.is_empty() {
+        print_groups(&groups);
+    }
     Ok(OK)
 }

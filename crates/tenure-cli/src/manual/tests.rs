@@ -17,6 +17,10 @@ const USAGE: &[(&str, &str)] = &[
         "every",
         "tenure every [OPTIONS] <SCHEDULE> <NAME> -- <CMD>...",
     ),
+    (
+        "spread",
+        "tenure spread [OPTIONS] --shards <SHARDS> <GROUP> -- <CMD>...",
+    ),
     ("leader", "tenure leader [OPTIONS] <NAME>"),
     ("status", "tenure status [OPTIONS]"),
     ("candidates", "tenure candidates [OPTIONS] <NAME>"),

@@ -138,6 +138,42 @@ async fn bad_input_is_refused_before_anything_is_written(kind: BackendKind) {
             &["'101y'", "--settle", "at most 100 years"],
         ),
         case(&["serve", "--observe"], 64, &["--campaign"]),
+        case(
+            &["spread", "g", "--shards", "0", "--", "true"],
+            64,
+            &["'0'", "--shards"],
+        ),
+        case(
+            &[
+                "spread", "g", "--shards", "4", "--weight", "0", "--", "true",
+            ],
+            64,
+            &["'0'", "--weight"],
+        ),
+        case(
+            &[
+                "spread",
+                "g",
+                "--shards",
+                "4",
+                "--max-per-member",
+                "0",
+                "--",
+                "true",
+            ],
+            64,
+            &["'0'", "--max-per-member"],
+        ),
+        case(
+            &["spread", &"g".repeat(189), "--shards", "100", "--", "true"],
+            64,
+            &["/99\"", "1 to 191 bytes"],
+        ),
+        case(
+            &["spread", "g\u{7}", "--shards", "4", "--", "true"],
+            64,
+            &["control"],
+        ),
         case(&["candidates", "a\u{7f}b"], 64, &["control"]),
         case(
             &["watch", "x", "--interval", "3000000000000h"],

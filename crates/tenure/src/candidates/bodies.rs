@@ -99,37 +99,8 @@ impl Body for Campaign<'_> {
     }
 
     async fn run(&mut self, tx: &mut dyn Tx) -> Result<Outcome> {
-        let s = statements(self.statements, tx);
         let r = self.registration;
-        let now = tx.now().await?;
-        let rows = candidates(&tx.fetch(&s.of_name, &[Arg::Text(&r.name)]).await?)?;
-        let mine = rows.iter().find(|c| c.candidate == r.candidate);
-        let since = mine.filter(|c| c.is_live(now)).map_or(now, |c| c.since);
-        let expires = now.plus_ms(r.ttl_ms);
-        let (ttl, renew) = (int("ttl", r.ttl_ms)?, int("renew interval", r.renew_ms)?);
-        let values = [
-            Arg::Int(i64::from(r.priority)),
-            Arg::Bool(r.observer),
-            Arg::OptText(r.metadata.as_deref()),
-            Arg::Int(since.0),
-            Arg::Int(now.0),
-            Arg::Int(expires.0),
-            Arg::Int(ttl),
-            Arg::Int(renew),
-        ];
-        let key = [Arg::Text(&r.name), Arg::Text(&r.candidate)];
-        if mine.is_some() {
-            let args: Vec<Arg<'_>> = values.iter().chain(&key).copied().collect();
-            tx.execute(&s.update, &args).await?;
-        } else {
-            let args: Vec<Arg<'_>> = key.iter().chain(&values).copied().collect();
-            tx.execute(&s.insert, &args).await?;
-        }
-        let stale = DbTime(now.0.saturating_sub(int("purge", PURGE_AFTER_MS)? * 1000));
-        if rows.iter().any(|c| c.expires_at < stale) {
-            let args = [Arg::Text(&r.name), Arg::Int(stale.0)];
-            tx.execute(&s.purge, &args).await?;
-        }
+        let (now, rows) = register(self.statements, tx, r).await?;
         let rivals: Vec<_> = rows
             .iter()
             .filter(|c| c.candidate != r.candidate)
@@ -153,6 +124,47 @@ impl Body for Campaign<'_> {
         });
         Ok(Outcome::Commit)
     }
+}
+
+/// Registers `r` in the transaction (its run of registrations continued, or begun anew if it
+/// had expired; rows expired a day ago purged): the database's now and the name's rows as they
+/// were before (`r`'s own among them if it was registered).
+pub(crate) async fn register(
+    cell: &OnceLock<Statements>,
+    tx: &mut dyn Tx,
+    r: &Registration,
+) -> Result<(DbTime, Vec<Candidate>)> {
+    let s = statements(cell, tx);
+    let now = tx.now().await?;
+    let rows = candidates(&tx.fetch(&s.of_name, &[Arg::Text(&r.name)]).await?)?;
+    let mine = rows.iter().find(|c| c.candidate == r.candidate);
+    let since = mine.filter(|c| c.is_live(now)).map_or(now, |c| c.since);
+    let expires = now.plus_ms(r.ttl_ms);
+    let (ttl, renew) = (int("ttl", r.ttl_ms)?, int("renew interval", r.renew_ms)?);
+    let values = [
+        Arg::Int(i64::from(r.priority)),
+        Arg::Bool(r.observer),
+        Arg::OptText(r.metadata.as_deref()),
+        Arg::Int(since.0),
+        Arg::Int(now.0),
+        Arg::Int(expires.0),
+        Arg::Int(ttl),
+        Arg::Int(renew),
+    ];
+    let key = [Arg::Text(&r.name), Arg::Text(&r.candidate)];
+    if mine.is_some() {
+        let args: Vec<Arg<'_>> = values.iter().chain(&key).copied().collect();
+        tx.execute(&s.update, &args).await?;
+    } else {
+        let args: Vec<Arg<'_>> = key.iter().chain(&values).copied().collect();
+        tx.execute(&s.insert, &args).await?;
+    }
+    let stale = DbTime(now.0.saturating_sub(int("purge", PURGE_AFTER_MS)? * 1000));
+    if rows.iter().any(|c| c.expires_at < stale) {
+        let args = [Arg::Text(&r.name), Arg::Int(stale.0)];
+        tx.execute(&s.purge, &args).await?;
+    }
+    Ok((now, rows))
 }
 
 // === a clean stop ===

@@ -9,8 +9,6 @@
 //! of operations and real expiries.
 
 mod ops;
-// The spreading layer (issue 29) that will use these rules is not built yet.
-#[allow(dead_code)]
 pub mod spread;
 mod standing;
 mod term;

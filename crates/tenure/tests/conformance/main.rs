@@ -16,6 +16,7 @@ mod lock_history;
 mod locks;
 mod ops;
 mod schedule;
+mod spread;
 mod stall;
 
 use fence::fence_tests;
@@ -97,6 +98,8 @@ for_every_backend!([
     candidates::equal_priorities_never_hand_over,
     candidates::a_leader_stepping_down_wakes_its_follower,
     candidates::an_unmigrated_hand_wrapped_store_names_the_missing_table,
+    spread::spread_settles_rebalances_and_never_doubles,
+    spread::spread_members_sharing_an_id_never_share_a_shard,
     bounds::release_at_least_is_bounded,
     bounds::lock_at_least_is_bounded,
     consul_contracts::consul_admin_changes_move_the_index,
