@@ -13,7 +13,9 @@
 //!   (`clock_offset`);
 //! - the start and end of every belief (`Seen`, owned by the belief in `belief.rs`):
 //!   the leader gauge and term, hold time, losses by reason, and at each renewal how late it
-//!   was against its interval and how much of the belief was left.
+//!   was against its interval and how much of the belief was left;
+//! - a watcher's successive reads of every lease ([`Vacancies`], fed by `tenure serve`): how
+//!   long each name stood vacant before its next tenure.
 //!
 //! # Label cardinality
 //! Labels come from small fixed sets (`op`, `outcome`, `kind`, `reason`, `role`) and from
@@ -27,8 +29,9 @@
 use crate::config::Timing;
 use crate::error::Error;
 use crate::model::{DbTime, Op};
+use crate::records::Snapshot;
 use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::Instant;
@@ -70,6 +73,9 @@ pub const MARGIN_SECONDS: &str = "tenure_belief_margin_seconds";
 /// The safety margin of the latest belief (gauge, seconds; `name`, `role`): what the alert
 /// rules compare renew lag and clock offset with.
 pub const SAFETY_MARGIN: &str = "tenure_safety_margin_seconds";
+/// How long a name stood vacant before its next tenure, from a watcher's reads (histogram,
+/// seconds; label `name`): see [`Vacancies`].
+pub const VACANCY_SECONDS: &str = "tenure_vacancy_seconds";
 
 /// Buckets suggested for every `_seconds` histogram above: a millisecond round trip on a
 /// local database up to a minute-long hold or wait.
@@ -144,6 +150,11 @@ pub fn describe() {
         SAFETY_MARGIN,
         Unit::Seconds,
         "The safety margin of this process's latest tenure or lock of the name."
+    );
+    describe_histogram!(
+        VACANCY_SECONDS,
+        Unit::Seconds,
+        "How long the name stood vacant before each new tenure seen by this process's watcher, by the database's clock."
     );
 }
 
@@ -382,6 +393,55 @@ impl Seen {
             .increment(1);
         metrics::histogram!(HOLD_SECONDS, "name" => name, "role" => role)
             .record(self.started.elapsed().as_secs_f64());
+    }
+}
+
+// === a watcher's view ===
+
+/// The vacancy of every name, from a watcher's successive reads of the leases
+/// (`Store::list`): at each read that shows a name's term risen, it records
+/// [`VACANCY_SECONDS`] — from the end of the previous lease as last read (its expiry, or its
+/// release) to the start of the new tenure, both by the database's clock; 0 where they
+/// overlap (`handover --now`). Exact when a read saw the name vacant between the two tenures;
+/// when a read missed the vacancy, the previous expiry read may be one renewal old, so the
+/// figure is an upper bound by at most a poll interval. A name's first read, and its first
+/// tenure ever, record nothing. IO-free: the caller reads, this only compares.
+#[derive(Debug, Default)]
+pub struct Vacancies {
+    /// Per name: the term and expiry of its latest read.
+    last: HashMap<String, (u64, DbTime)>,
+}
+
+impl Vacancies {
+    /// Nothing read yet.
+    pub fn new() -> Vacancies {
+        Vacancies::default()
+    }
+
+    /// Takes one read in, records the vacancies it ends and returns them (name, how long).
+    pub fn observe(&mut self, snapshot: &Snapshot) -> Vec<(String, Duration)> {
+        let mut ended = Vec::new();
+        for lease in &snapshot.leases {
+            let seen = (lease.term, lease.expires_at);
+            let before = self.last.insert(lease.name.clone(), seen);
+            let Some((term, expired)) = before else {
+                continue;
+            };
+            if term == 0 || lease.term <= term {
+                continue;
+            }
+            let micros = lease.acquired_at.0.saturating_sub(expired.0).max(0);
+            let vacant = Duration::from_micros(u64::try_from(micros).unwrap_or(0));
+            metrics::histogram!(VACANCY_SECONDS, "name" => name_label(&lease.name))
+                .record(vacant.as_secs_f64());
+            ended.push((lease.name.clone(), vacant));
+        }
+        // Every name read is in `last` now: anything more is a name gone from the table.
+        if self.last.len() > snapshot.leases.len() {
+            let read: HashSet<&str> = snapshot.leases.iter().map(|l| l.name.as_str()).collect();
+            self.last.retain(|name, _| read.contains(name.as_str()));
+        }
+        ended
     }
 }
 

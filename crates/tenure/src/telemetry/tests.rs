@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::belief::Belief;
+use crate::model::Lease;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::MetricKind;
 
@@ -224,4 +225,96 @@ fn names_beyond_the_cap_share_one_label() {
         "a name seen before keeps its label"
     );
     assert_eq!(names.label("one"), "one");
+}
+
+/// A lease row for the watcher's reads: `holder` until `expires`, in `term`, acquired at
+/// `acquired` (seconds of the database's clock).
+fn row(name: &str, holder: Option<&str>, term: u64, acquired: i64, expires: i64) -> Lease {
+    Lease {
+        name: name.into(),
+        holder: holder.map(str::to_string),
+        term,
+        acquired_at: DbTime(acquired * 1_000_000),
+        renewed_at: DbTime(acquired * 1_000_000),
+        expires_at: DbTime(expires * 1_000_000),
+        ttl_ms: 10_000,
+        metadata: None,
+        handover_to: None,
+        paused: false,
+    }
+}
+
+fn read(now: i64, leases: Vec<Lease>) -> Snapshot {
+    Snapshot {
+        now: DbTime(now * 1_000_000),
+        leases,
+    }
+}
+
+#[test]
+fn a_watcher_records_how_long_each_name_stood_vacant() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let mut vacancies = Vacancies::new();
+    let ended = metrics::with_local_recorder(&recorder, || {
+        let mut ended = Vec::new();
+        // The first read records nothing, nor a renewal, nor a name's first tenure ever.
+        ended.extend(vacancies.observe(&read(
+            5,
+            vec![row("a", Some("x"), 1, 0, 10), row("b", None, 0, 0, 0)],
+        )));
+        ended.extend(vacancies.observe(&read(
+            8,
+            vec![row("a", Some("x"), 1, 0, 18), row("b", Some("y"), 1, 7, 17)],
+        )));
+        // `a` released at 12 (seen vacant), acquired again at 15; `b` taken over from its
+        // expired holder at 30 without a read in between.
+        ended.extend(vacancies.observe(&read(
+            13,
+            vec![row("a", None, 1, 0, 12), row("b", Some("y"), 1, 7, 17)],
+        )));
+        ended.extend(vacancies.observe(&read(
+            31,
+            vec![
+                row("a", Some("z"), 2, 15, 25),
+                row("b", Some("w"), 2, 30, 40),
+            ],
+        )));
+        // `handover --now`: the new tenure starts before the old lease ends, no vacancy.
+        ended.extend(vacancies.observe(&read(
+            32,
+            vec![
+                row("a", Some("v"), 3, 22, 32),
+                row("b", Some("w"), 2, 30, 40),
+            ],
+        )));
+        ended
+    });
+    let second = Duration::from_secs(1);
+    assert_eq!(
+        ended,
+        vec![
+            ("a".to_string(), 3 * second),
+            ("b".to_string(), 13 * second),
+            ("a".to_string(), Duration::ZERO),
+        ]
+    );
+    let all = recorded(snapshotter.snapshot());
+    let a = histogram(find(&all, VACANCY_SECONDS, &[("name", "a")]));
+    assert_eq!(a, vec![3.0, 0.0]);
+    assert_eq!(
+        histogram(find(&all, VACANCY_SECONDS, &[("name", "b")])),
+        vec![13.0]
+    );
+}
+
+#[test]
+fn a_name_gone_from_the_table_is_forgotten() {
+    let mut vacancies = Vacancies::new();
+    vacancies.observe(&read(1, vec![row("gone", Some("x"), 4, 0, 10)]));
+    vacancies.observe(&read(2, vec![row("kept", Some("x"), 1, 0, 10)]));
+    assert_eq!(vacancies.last.keys().collect::<Vec<_>>(), vec!["kept"]);
+    // Seen again later, it starts afresh: no vacancy from a row the watcher forgot.
+    let again = vacancies.observe(&read(30, vec![row("gone", Some("y"), 5, 20, 30)]));
+    assert!(again.is_empty(), "{again:?}");
 }
