@@ -138,7 +138,8 @@ fn lock_serves_its_lock(kind: BackendKind) {
 /// Every metric name in the expressions of `deploy/grafana/tenure-dashboard.json` is a series
 /// a live tenure serves. Three processes on one SQLite file make every series appear:
 /// `tenure serve --campaign` (elector, watcher, a blocking query), `tenure lock`, and a
-/// database locked by the test for a while (errors, a loss by deadline, hold time).
+/// database locked by the test for a while (errors, a loss by deadline, hold time, and the
+/// vacancy before the next tenure).
 #[test]
 fn the_dashboard_uses_only_exported_series() {
     let dashboard = concat!(
@@ -224,10 +225,21 @@ fn the_dashboard_uses_only_exported_series() {
             .await
             .expect("unlock");
     });
+    // The database back, the elector takes the name again in a new term; the watcher, which
+    // read the old tenure, records how long the name stood vacant.
+    let vacancy_text = metrics_when(address, "a vacancy", |t| {
+        sample(t, "tenure_vacancy_seconds_count{name=\"dash\"}").is_some_and(|n| n >= 1.0)
+    });
+    let vacant = sample(&vacancy_text, "tenure_vacancy_seconds_sum{name=\"dash\"}");
+    assert!(
+        vacant.is_some_and(|s| (0.0..60.0).contains(&s)),
+        "{vacancy_text}"
+    );
 
     let exported: std::collections::BTreeSet<&str> = lock_text
         .lines()
         .chain(serve_text.lines())
+        .chain(vacancy_text.lines())
         .filter(|l| !l.starts_with('#') && !l.is_empty())
         .filter_map(|l| l.split(['{', ' ']).next())
         .collect();

@@ -13,7 +13,14 @@
 //!   (`clock_offset`);
 //! - the start and end of every belief (`Seen`, owned by the belief in `belief.rs`):
 //!   the leader gauge and term, hold time, losses by reason, and at each renewal how late it
-//!   was against its interval and how much of the belief was left.
+//!   was against its interval and how much of the belief was left;
+//! - spans (through the [`tracing`] facade, at debug level): one per store call — campaigns,
+//!   renew batches, releases, handovers, admin calls, the Consul layer's transactions — and
+//!   one per fence (`call_span`, `fence_span`). `tenure` exports them as OpenTelemetry
+//!   traces when the `OTEL_*` variables are set; with no subscriber that wants them a span is
+//!   never built (a disabled callsite costs one load);
+//! - a watcher's successive reads of every lease ([`Vacancies`], fed by `tenure serve`): how
+//!   long each name stood vacant before its next tenure.
 //!
 //! # Label cardinality
 //! Labels come from small fixed sets (`op`, `outcome`, `kind`, `reason`, `role`) and from
@@ -27,8 +34,9 @@
 use crate::config::Timing;
 use crate::error::Error;
 use crate::model::{DbTime, Op};
+use crate::records::Snapshot;
 use metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::time::Instant;
@@ -70,6 +78,9 @@ pub const MARGIN_SECONDS: &str = "tenure_belief_margin_seconds";
 /// The safety margin of the latest belief (gauge, seconds; `name`, `role`): what the alert
 /// rules compare renew lag and clock offset with.
 pub const SAFETY_MARGIN: &str = "tenure_safety_margin_seconds";
+/// How long a name stood vacant before its next tenure, from a watcher's reads (histogram,
+/// seconds; label `name`): see [`Vacancies`].
+pub const VACANCY_SECONDS: &str = "tenure_vacancy_seconds";
 
 /// Buckets suggested for every `_seconds` histogram above: a millisecond round trip on a
 /// local database up to a minute-long hold or wait.
@@ -145,6 +156,11 @@ pub fn describe() {
         Unit::Seconds,
         "The safety margin of this process's latest tenure or lock of the name."
     );
+    describe_histogram!(
+        VACANCY_SECONDS,
+        Unit::Seconds,
+        "How long the name stood vacant before each new tenure seen by this process's watcher, by the database's clock."
+    );
 }
 
 /// The `name` label of `name`: a semaphore's permit folded into the semaphore, and at most
@@ -188,8 +204,14 @@ impl Names {
 
 // === the store's round trip ===
 
-/// Records one bounded store call `op` that took `took` and ended with `result`.
-pub(crate) fn round_trip<T>(op: &'static str, took: Duration, result: &Result<T, Error>) {
+/// Records one bounded store call `op` that took `took` and ended with `result`, on the
+/// metrics and on the call's `span`.
+pub(crate) fn round_trip<T>(
+    op: &'static str,
+    took: Duration,
+    result: &Result<T, Error>,
+    span: &tracing::Span,
+) {
     let outcome = match result.as_ref().map_err(error_kind) {
         Ok(_) => "ok",
         Err(None) => "refused",
@@ -203,6 +225,65 @@ pub(crate) fn round_trip<T>(op: &'static str, took: Duration, result: &Result<T,
         }
     };
     metrics::histogram!(DB_SECONDS, "op" => op, "outcome" => outcome).record(took.as_secs_f64());
+    span.record("outcome", outcome);
+}
+
+// === spans ===
+
+/// The span of one store call `op` (the `op` label above), of `name` and `term` where the
+/// call has them: `tenure.campaign`, `tenure.release`, `tenure.renew_batch`,
+/// `tenure.handover`, …, with the attributes `op`, `name`, `term` (the lease's after the
+/// answer), `locks` (a renew batch's size) and, once answered, `outcome`. Disabled (and free) unless a subscriber enables `tenure` spans at debug level.
+pub(crate) fn call_span(op: &'static str, name: Option<&str>, term: Option<u64>) -> tracing::Span {
+    let span = tracing::debug_span!(
+        "tenure.call",
+        otel.name = span_name(op),
+        op,
+        name = tracing::field::Empty,
+        term = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+        locks = tracing::field::Empty,
+    );
+    if !span.is_disabled() {
+        if let Some(name) = name {
+            span.record("name", name);
+        }
+        if let Some(term) = term {
+            span.record("term", term);
+        }
+    }
+    span
+}
+
+/// The span of a fenced check of `name` in `term` (`tenure.fence`).
+pub(crate) fn fence_span(name: &str, term: u64) -> tracing::Span {
+    tracing::debug_span!("tenure.fence", name, term)
+}
+
+/// The span name of a store call: the operations a trace reader looks for by name, the rest
+/// `tenure.store` (with their `op`).
+fn span_name(op: &'static str) -> &'static str {
+    match op {
+        "campaign" => "tenure.campaign",
+        "release" => "tenure.release",
+        "renew" => "tenure.renew",
+        "renew_many" => "tenure.renew_batch",
+        "handover" => "tenure.handover",
+        "demote" => "tenure.demote",
+        "pause" => "tenure.pause",
+        "resume" => "tenure.resume",
+        "consul" => "tenure.consul",
+        _ => "tenure.store",
+    }
+}
+
+/// The term of a lease operation, where it names one.
+pub(crate) fn op_term(op: &Op) -> Option<u64> {
+    match op {
+        Op::Campaign { term, .. } => *term,
+        Op::Release { term, .. } | Op::Renew { term, .. } | Op::Succeed { term, .. } => Some(*term),
+        _ => None,
+    }
 }
 
 /// The `op` label of a lease operation.
@@ -382,6 +463,55 @@ impl Seen {
             .increment(1);
         metrics::histogram!(HOLD_SECONDS, "name" => name, "role" => role)
             .record(self.started.elapsed().as_secs_f64());
+    }
+}
+
+// === a watcher's view ===
+
+/// The vacancy of every name, from a watcher's successive reads of the leases
+/// (`Store::list`): at each read that shows a name's term risen, it records
+/// [`VACANCY_SECONDS`] — from the end of the previous lease as last read (its expiry, or its
+/// release) to the start of the new tenure, both by the database's clock; 0 where they
+/// overlap (`handover --now`). Exact when a read saw the name vacant between the two tenures;
+/// when a read missed the vacancy, the previous expiry read may be one renewal old, so the
+/// figure is an upper bound by at most a poll interval. A name's first read, and its first
+/// tenure ever, record nothing. IO-free: the caller reads, this only compares.
+#[derive(Debug, Default)]
+pub struct Vacancies {
+    /// Per name: the term and expiry of its latest read.
+    last: HashMap<String, (u64, DbTime)>,
+}
+
+impl Vacancies {
+    /// Nothing read yet.
+    pub fn new() -> Vacancies {
+        Vacancies::default()
+    }
+
+    /// Takes one read in, records the vacancies it ends and returns them (name, how long).
+    pub fn observe(&mut self, snapshot: &Snapshot) -> Vec<(String, Duration)> {
+        let mut ended = Vec::new();
+        for lease in &snapshot.leases {
+            let seen = (lease.term, lease.expires_at);
+            let before = self.last.insert(lease.name.clone(), seen);
+            let Some((term, expired)) = before else {
+                continue;
+            };
+            if term == 0 || lease.term <= term {
+                continue;
+            }
+            let micros = lease.acquired_at.0.saturating_sub(expired.0).max(0);
+            let vacant = Duration::from_micros(u64::try_from(micros).unwrap_or(0));
+            metrics::histogram!(VACANCY_SECONDS, "name" => name_label(&lease.name))
+                .record(vacant.as_secs_f64());
+            ended.push((lease.name.clone(), vacant));
+        }
+        // Every name read is in `last` now: anything more is a name gone from the table.
+        if self.last.len() > snapshot.leases.len() {
+            let read: HashSet<&str> = snapshot.leases.iter().map(|l| l.name.as_str()).collect();
+            self.last.retain(|name, _| read.contains(name.as_str()));
+        }
+        ended
     }
 }
 

@@ -4,7 +4,9 @@
 //! announces a change (LISTEN/NOTIFY through `Backend::subscribe`). Each read that changes
 //! what matters (a [`ChangeKey`] of a lease differs, or the set of names changes) raises the [`View::index`]; the countdown of the
 //! time left does not. A blocking query only watches the published [`View`]: a thousand
-//! waiting clients cost no more database reads than one.
+//! waiting clients cost no more database reads than one. Each read also feeds the
+//! metrics of what the watcher sees: the leader and term of every name, and how long a name
+//! stood vacant before its next tenure (`tenure::telemetry::Vacancies`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -203,15 +205,21 @@ async fn poll(
     mut changes: Changes,
 ) {
     let mut view = View::default();
+    let mut vacancies = tenure::telemetry::Vacancies::new();
     loop {
         // What was announced before this read is in it; only later notes need another.
         changes.skip_pending();
         let result = store.list().await;
         metrics::counter!("tenure_serve_polls_total").increment(1);
-        if let Err(e) = &result {
-            metrics::counter!("tenure_serve_poll_errors_total").increment(1);
-            if view.error.is_none() {
-                tracing::warn!(error = %e, "cannot read the leases; retrying");
+        match &result {
+            Ok(snapshot) => {
+                vacancies.observe(snapshot);
+            }
+            Err(e) => {
+                metrics::counter!("tenure_serve_poll_errors_total").increment(1);
+                if view.error.is_none() {
+                    tracing::warn!(error = %e, "cannot read the leases; retrying");
+                }
             }
         }
         let moved = view.absorb(result);

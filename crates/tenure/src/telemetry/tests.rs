@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::belief::Belief;
+use crate::model::Lease;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use metrics_util::MetricKind;
 
@@ -107,15 +108,17 @@ async fn every_store_call_is_timed_and_its_failures_counted_by_kind() {
     let took = histogram(find(&all, DB_SECONDS, &[("op", "get"), ("outcome", "ok")]));
     assert_eq!(took.len(), 1);
 
+    let none = tracing::Span::none();
     round_trip::<()>(
         "list",
         Duration::from_secs(1),
         &Err(Error::Timeout(Duration::ZERO)),
+        &none,
     );
     let pool = Error::Database(sqlx::Error::PoolTimedOut);
-    round_trip::<()>("campaign", Duration::from_millis(5), &Err(pool));
+    round_trip::<()>("campaign", Duration::from_millis(5), &Err(pool), &none);
     let refused = Error::UnknownName("x".into());
-    round_trip::<()>("demote", Duration::from_millis(5), &Err(refused));
+    round_trip::<()>("demote", Duration::from_millis(5), &Err(refused), &none);
     let all = recorded(snapshotter.snapshot());
     assert_eq!(
         find(&all, DB_ERRORS, &[("op", "list"), ("kind", "timeout")]),
@@ -153,10 +156,12 @@ fn the_clock_offset_is_the_database_minus_the_midpoint() {
 }
 
 /// What recording costs one lock cycle (`try_lock` + `release`: a belief started and
-/// ended, two store round trips with the clock offset), without a recorder and with the
-/// Prometheus exporter `tenure --metrics-listen` installs. Run with `cargo test --release
-/// -p tenure --lib cost_of_one_lock_cycle -- --ignored --nocapture`; the
-/// figures are in docs/benchmarks.md. The bound is 3 % of a 0.5 ms SQLite cycle.
+/// ended, two store round trips with their spans and the clock offset): without a recorder
+/// or subscriber, with the subscriber `tenure` installs when no `OTEL_*` variable is set (logs
+/// at info: the debug-level spans stay disabled), and with the Prometheus exporter
+/// `tenure --metrics-listen` installs. Run with `cargo test --release -p tenure --lib
+/// cost_of_one_lock_cycle -- --ignored --nocapture`; the figures are in docs/benchmarks.md.
+/// The bound is 3 % of a 0.5 ms SQLite cycle.
 #[test]
 #[ignore = "a measurement: run it alone"]
 fn cost_of_one_lock_cycle() {
@@ -164,7 +169,8 @@ fn cost_of_one_lock_cycle() {
     let timing = Timing::from_ttl(Duration::from_secs(10)).unwrap();
     let cycle = || {
         let sent = Instant::now();
-        round_trip::<()>("campaign", Duration::from_micros(300), &Ok(()));
+        let span = call_span("campaign", Some("cost"), None);
+        round_trip::<()>("campaign", Duration::from_micros(300), &Ok(()), &span);
         clock_offset(
             DbTime(1_700_000_000_000_000),
             SystemTime::now(),
@@ -173,7 +179,8 @@ fn cost_of_one_lock_cycle() {
         let seen = Seen::start("cost", Role::Lock, 1, sent, &timing);
         seen.ended(Ended::Released);
         drop(seen);
-        round_trip::<()>("release", Duration::from_micros(300), &Ok(()));
+        let span = call_span("release", Some("cost"), Some(1));
+        round_trip::<()>("release", Duration::from_micros(300), &Ok(()), &span);
     };
     let per_cycle = |run: &dyn Fn()| {
         let started = std::time::Instant::now();
@@ -183,6 +190,12 @@ fn cost_of_one_lock_cycle() {
         started.elapsed() / CYCLES
     };
     let off = per_cycle(&cycle);
+    // The command's logs without OTEL_*: a formatter at info, which wants no debug span.
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("tenure=info"))
+        .with_writer(std::io::sink)
+        .finish();
+    let logged = tracing::subscriber::with_default(logs, || per_cycle(&cycle));
     let recorder = metrics_exporter_prometheus::PrometheusBuilder::new()
         .set_buckets_for_metric(
             metrics_exporter_prometheus::Matcher::Suffix("_seconds".into()),
@@ -195,10 +208,14 @@ fn cost_of_one_lock_cycle() {
     assert!(handle
         .render()
         .contains("tenure_hold_seconds_count{name=\"cost\",role=\"lock\"} 100000"));
-    eprintln!("telemetry per lock cycle: {off:?} without a recorder, {on:?} with Prometheus's");
-    // A debug build is some twenty times slower: the bound holds for the release build.
+    eprintln!(
+        "telemetry per lock cycle: {off:?} without a recorder or subscriber, {logged:?} with \
+         tenure's log subscriber (tracing off), {on:?} with Prometheus's recorder"
+    );
+    // A debug build is some twenty times slower: the bounds hold for the release build.
     if !cfg!(debug_assertions) {
         assert!(on < Duration::from_micros(15), "{on:?}");
+        assert!(logged < Duration::from_micros(15), "{logged:?}");
     }
 }
 
@@ -224,4 +241,96 @@ fn names_beyond_the_cap_share_one_label() {
         "a name seen before keeps its label"
     );
     assert_eq!(names.label("one"), "one");
+}
+
+/// A lease row for the watcher's reads: `holder` until `expires`, in `term`, acquired at
+/// `acquired` (seconds of the database's clock).
+fn row(name: &str, holder: Option<&str>, term: u64, acquired: i64, expires: i64) -> Lease {
+    Lease {
+        name: name.into(),
+        holder: holder.map(str::to_string),
+        term,
+        acquired_at: DbTime(acquired * 1_000_000),
+        renewed_at: DbTime(acquired * 1_000_000),
+        expires_at: DbTime(expires * 1_000_000),
+        ttl_ms: 10_000,
+        metadata: None,
+        handover_to: None,
+        paused: false,
+    }
+}
+
+fn read(now: i64, leases: Vec<Lease>) -> Snapshot {
+    Snapshot {
+        now: DbTime(now * 1_000_000),
+        leases,
+    }
+}
+
+#[test]
+fn a_watcher_records_how_long_each_name_stood_vacant() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let mut vacancies = Vacancies::new();
+    let ended = metrics::with_local_recorder(&recorder, || {
+        let mut ended = Vec::new();
+        // The first read records nothing, nor a renewal, nor a name's first tenure ever.
+        ended.extend(vacancies.observe(&read(
+            5,
+            vec![row("a", Some("x"), 1, 0, 10), row("b", None, 0, 0, 0)],
+        )));
+        ended.extend(vacancies.observe(&read(
+            8,
+            vec![row("a", Some("x"), 1, 0, 18), row("b", Some("y"), 1, 7, 17)],
+        )));
+        // `a` released at 12 (seen vacant), acquired again at 15; `b` taken over from its
+        // expired holder at 30 without a read in between.
+        ended.extend(vacancies.observe(&read(
+            13,
+            vec![row("a", None, 1, 0, 12), row("b", Some("y"), 1, 7, 17)],
+        )));
+        ended.extend(vacancies.observe(&read(
+            31,
+            vec![
+                row("a", Some("z"), 2, 15, 25),
+                row("b", Some("w"), 2, 30, 40),
+            ],
+        )));
+        // `handover --now`: the new tenure starts before the old lease ends, no vacancy.
+        ended.extend(vacancies.observe(&read(
+            32,
+            vec![
+                row("a", Some("v"), 3, 22, 32),
+                row("b", Some("w"), 2, 30, 40),
+            ],
+        )));
+        ended
+    });
+    let second = Duration::from_secs(1);
+    assert_eq!(
+        ended,
+        vec![
+            ("a".to_string(), 3 * second),
+            ("b".to_string(), 13 * second),
+            ("a".to_string(), Duration::ZERO),
+        ]
+    );
+    let all = recorded(snapshotter.snapshot());
+    let a = histogram(find(&all, VACANCY_SECONDS, &[("name", "a")]));
+    assert_eq!(a, vec![3.0, 0.0]);
+    assert_eq!(
+        histogram(find(&all, VACANCY_SECONDS, &[("name", "b")])),
+        vec![13.0]
+    );
+}
+
+#[test]
+fn a_name_gone_from_the_table_is_forgotten() {
+    let mut vacancies = Vacancies::new();
+    vacancies.observe(&read(1, vec![row("gone", Some("x"), 4, 0, 10)]));
+    vacancies.observe(&read(2, vec![row("kept", Some("x"), 1, 0, 10)]));
+    assert_eq!(vacancies.last.keys().collect::<Vec<_>>(), vec!["kept"]);
+    // Seen again later, it starts afresh: no vacancy from a row the watcher forgot.
+    let again = vacancies.observe(&read(30, vec![row("gone", Some("y"), 5, 20, 30)]));
+    assert!(again.is_empty(), "{again:?}");
 }
