@@ -10,8 +10,11 @@ use tenure::{BackendKind, LockOptions, Locks, Store, StoreOptions};
 use tokio::time::Instant;
 
 const LOCKS: usize = 10_000;
-/// Renewed every ttl/4 = 2 s.
-const TTL: Duration = Duration::from_secs(8);
+/// Renewed every ttl/4 = 5 s. Each keep-alive batch of 10,000 rows must land within its
+/// budget while eight workers are still taking locks: with an 8 s ttl (a 1.6 s budget) a loaded
+/// 2-core machine missed it (seen twice beside other builds). What this test checks is the
+/// count of calls and that every lease was renewed, not how fast.
+const TTL: Duration = Duration::from_secs(20);
 
 /// One backend at a time: three backends taking 10,000 locks at once on two cores starve one
 /// another's keep-alive past its 1.6 s budget (seen in CI: locks lost while being taken), and
