@@ -48,15 +48,7 @@ fn main() -> ExitCode {
             });
         }
     };
-    let tracing = logging::init(&cli.global);
-    let code = run(cli);
-    // After the runtime is gone: the last spans (a short command's all) are exported now.
-    tracing.shutdown();
-    ExitCode::from(code)
-}
-
-/// Runs the command on its runtime; returns its exit code.
-fn run(cli: cli::Cli) -> u8 {
+    logging::init(&cli.global);
     // One thread: the supervised child's parent-death signal is tied to the thread that forked
     // it, and this thread lives as long as tenure does.
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -66,14 +58,14 @@ fn run(cli: cli::Cli) -> u8 {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("tenure: cannot start the runtime: {e}");
-            return exit::INTERNAL;
+            return ExitCode::from(exit::INTERNAL);
         }
     };
     match runtime.block_on(commands::dispatch(cli)) {
-        Ok(code) => code,
+        Ok(code) => ExitCode::from(code),
         Err(failure) => {
             eprintln!("tenure: {failure}");
-            failure.code
+            ExitCode::from(failure.code)
         }
     }
 }
