@@ -167,20 +167,21 @@ pub(crate) async fn consul_destroy_keeps_lock_delay(store: Store) {
 ///
 /// Decided by the database's clock, not the test's: the checks of the expired session start once
 /// the database has passed its expiry, and its lock is taken once the database has passed the
-/// end of the lock-delay. The lock-delay (4 s) leaves a loaded machine room for the checks in
-/// between (with fixed sleeps of 1.3 s and 1.2 s around a 1 s lock-delay, a slow check landed
-/// after the lock-delay and took the lock it must not get).
+/// end of the lock-delay. The windows leave a loaded machine room: the session (3 s, created
+/// last) acquires well within its time, and the lock-delay (10 s) covers the checks in between
+/// (with fixed sleeps of 1.3 s and 1.2 s around a 1 s lock-delay, a slow check landed after the
+/// lock-delay and took the lock it must not get).
 pub(crate) async fn consul_expired_session_loses_its_lock(store: Store) {
     let key = unique("expiry");
-    let lock_delay_ms = 4_000;
+    let lock_delay_ms = 10_000;
+    let b = session(&store, 0, Duration::from_secs(30), Behavior::Release).await;
     let a = session(
         &store,
         lock_delay_ms,
-        Duration::from_millis(1_000),
+        Duration::from_secs(3),
         Behavior::Release,
     )
     .await;
-    let b = session(&store, 0, Duration::from_secs(30), Behavior::Release).await;
     assert!(put(&store, &key, "a", PutMode::Acquire(a.clone())).await);
     let session_expiry = match call(&store, Request::Session(a.clone())).await.reply {
         Reply::Session(Some(s)) => s.expires_at,

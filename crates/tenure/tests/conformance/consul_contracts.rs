@@ -83,7 +83,7 @@ pub(crate) async fn consul_admin_changes_move_the_index(store: Store) {
 /// before any read shows that, with no reap in between.
 pub(crate) async fn consul_expiry_moves_the_index(store: Store) {
     let key = unique("consul-expiry-index");
-    let a = session(&store, 0, Duration::from_millis(800), Behavior::Release).await;
+    let a = session(&store, 0, Duration::from_secs(3), Behavior::Release).await;
     assert!(put(&store, &key, "a", PutMode::Acquire(a.clone())).await);
     let before = call(&store, Request::Index).await.index;
     let modified = get(&store, &key).await.unwrap().modify_index;
@@ -157,9 +157,18 @@ pub(crate) async fn consul_stale_release_is_refused(store: Store) {
 /// A session whose time ran out (not yet reaped) cannot release its key: the answer is false,
 /// and the lock-delay still counts from the session's end, so nobody acquires before it.
 pub(crate) async fn consul_expired_session_cannot_release(store: Store) {
+    const LOCK_DELAY_MS: u64 = 10_000;
     let key = unique("consul-expired-release");
-    let a = session(&store, 1_500, Duration::from_millis(800), Behavior::Release).await;
+    // The windows are wide enough for a loaded machine: `a` acquires well within its 3 s, and
+    // the release and the refused acquire after its end take far less than the 10 s lock-delay.
     let b = session(&store, 0, Duration::from_secs(30), Behavior::Release).await;
+    let a = session(
+        &store,
+        LOCK_DELAY_MS,
+        Duration::from_secs(3),
+        Behavior::Release,
+    )
+    .await;
     assert!(put(&store, &key, "a", PutMode::Acquire(a.clone())).await);
     let end = session_end(&store, &a).await;
     until_db_passes(&store, end).await;
@@ -186,7 +195,7 @@ pub(crate) async fn consul_expired_session_cannot_release(store: Store) {
     let lease = store.get(&key).await.unwrap().leases.pop().unwrap();
     assert!(lease.holder.is_none());
     assert!(
-        lease.expires_at >= end.plus_ms(1_500),
+        lease.expires_at >= end.plus_ms(LOCK_DELAY_MS),
         "lock-delay counts from the session's end {end}: the lease is free from {}",
         lease.expires_at
     );
