@@ -19,6 +19,7 @@ use std::time::Duration;
 use tenure::{Guard, Timing};
 use tokio::signal::unix::{signal, Signal as SignalStream, SignalKind};
 use tokio::time::{sleep_until, Instant};
+use tracing::Instrument;
 
 /// The signals tenure forwards to the command (and then exits after it).
 pub(crate) struct Signals {
@@ -124,6 +125,28 @@ pub(crate) struct Job<'a> {
 /// command exits by itself (if asked), and dropped (so the elector may release on a
 /// step-down) once the command is dead.
 pub(crate) async fn run_while_held<G: Guard>(
+    guard: G,
+    job: &Job<'_>,
+    signals: &mut Signals,
+) -> Result<Ended, Failure> {
+    let program = job.command.first().map_or("", String::as_str);
+    let span = crate::watching::command_span(job.name, guard.name(), guard.term(), program);
+    let ended = run_held(guard, job, signals).instrument(span.clone()).await;
+    span.record(
+        "outcome",
+        match &ended {
+            Ok(Ended::Exited(0)) => "exited",
+            Ok(Ended::Exited(_)) => "failed",
+            Ok(Ended::Lost) => "lost",
+            Ok(_) => "signalled",
+            Err(_) => "not_started",
+        },
+    );
+    ended
+}
+
+/// [`run_while_held`] in its span.
+async fn run_held<G: Guard>(
     guard: G,
     job: &Job<'_>,
     signals: &mut Signals,

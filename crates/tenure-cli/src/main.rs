@@ -48,7 +48,15 @@ fn main() -> ExitCode {
             });
         }
     };
-    logging::init(&cli.global);
+    let tracing = logging::init(&cli.global);
+    let code = run(cli);
+    // After the runtime is gone: the last spans (a short command's all) are exported now.
+    tracing.shutdown();
+    ExitCode::from(code)
+}
+
+/// Runs the command on its runtime; returns its exit code.
+fn run(cli: cli::Cli) -> u8 {
     // One thread: the supervised child's parent-death signal is tied to the thread that forked
     // it, and this thread lives as long as tenure does.
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -58,14 +66,14 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("tenure: cannot start the runtime: {e}");
-            return ExitCode::from(exit::INTERNAL);
+            return exit::INTERNAL;
         }
     };
     match runtime.block_on(commands::dispatch(cli)) {
-        Ok(code) => ExitCode::from(code),
+        Ok(code) => code,
         Err(failure) => {
             eprintln!("tenure: {failure}");
-            ExitCode::from(failure.code)
+            failure.code
         }
     }
 }

@@ -4,9 +4,15 @@
 //!
 //! The series themselves are the library's (`tenure::telemetry`, where every name, label and
 //! help text is declared) plus those `tenure serve` adds (`serve/metrics.rs`).
+//!
+//! The spans the command adds to the library's (exported as OpenTelemetry traces by
+//! `logging.rs` when `OTEL_*` is set) are declared here too: one per supervised command's
+//! lifetime ([`command_span`]) and one per Consul API request ([`consul_request`]).
 
 use crate::exit::{Failure, INTERNAL};
+use axum::extract::Request;
 use axum::http::header;
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -16,6 +22,8 @@ use std::net::SocketAddr;
 use std::sync::OnceLock;
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tracing::field::Empty;
+use tracing::Instrument;
 
 /// The flag every long-running command flattens in.
 #[derive(Debug, Args)]
@@ -99,4 +107,34 @@ pub(crate) fn render(handle: &PrometheusHandle) -> Response {
         handle.render(),
     )
         .into_response()
+}
+
+/// The span of one supervised command's lifetime (`tenure.command`: `tenure run`, `lock`,
+/// `every`), from its start to its end, with the `name`, the `lease` held (a semaphore's
+/// permit `NAME#i`), the `term`, the program and, at the end, how it ended (`outcome`).
+pub(crate) fn command_span(name: &str, lease: &str, term: u64, program: &str) -> tracing::Span {
+    tracing::debug_span!(
+        "tenure.command",
+        otel.kind = "internal",
+        name,
+        lease,
+        term,
+        command = program,
+        outcome = Empty,
+    )
+}
+
+/// Middleware of `tenure serve`'s Consul API: one span per request
+/// (`tenure.consul_request`) with its method, path and status.
+pub(crate) async fn consul_request(request: Request, next: Next) -> Response {
+    let span = tracing::debug_span!(
+        "tenure.consul_request",
+        otel.kind = "server",
+        http.request.method = %request.method(),
+        url.path = request.uri().path(),
+        http.response.status_code = Empty,
+    );
+    let response = next.run(request).instrument(span.clone()).await;
+    span.record("http.response.status_code", response.status().as_u16());
+    response
 }

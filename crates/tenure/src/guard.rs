@@ -11,6 +11,7 @@ use std::future::Future;
 use std::ops::Deref;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 /// One tenure of one name, as a guard holds it: a term of its own (never handed to a second
 /// guard), a signal for its end, and the fence of the writes made under it. Once
@@ -145,6 +146,7 @@ impl Tenure {
             &self.candidate,
             self.term,
         )
+        .instrument(crate::telemetry::fence_span(&self.name, self.term))
         .await
     }
 

@@ -18,6 +18,7 @@ mod among;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+use tracing::Instrument;
 
 /// A handle on tenure's tables in one database: the one door to them. Cheap to clone.
 ///
@@ -145,7 +146,13 @@ impl Store {
     /// [`Error::SchemaMissing`] naming the table, not a database error repeated at every call.
     pub(crate) async fn transaction(&self, body: &mut dyn Body) -> Result<()> {
         let (op, sent) = (body.op(), SystemTime::now());
-        let ran = self.bounded(op, self.backend.transaction(body)).await;
+        let span = telemetry::call_span(op, body.name(), None);
+        let ran = self
+            .bounded_in(op, &span, self.backend.transaction(body))
+            .await;
+        if let Some(term) = body.term() {
+            span.record("term", term);
+        }
         if let Some(db_now) = body.db_now().filter(|_| ran.is_ok()) {
             telemetry::clock_offset(db_now, sent, SystemTime::now());
         }
@@ -229,9 +236,14 @@ impl Store {
             "unvalidated {op:?} on {name:?}"
         );
         let sent = SystemTime::now();
+        let label = telemetry::op_label(op);
+        let span = telemetry::call_span(label, Some(name), telemetry::op_term(op));
         let applied = self
-            .bounded(telemetry::op_label(op), self.backend.apply(name, op, actor))
+            .bounded_in(label, &span, self.backend.apply(name, op, actor))
             .await?;
+        if let Some(lease) = &applied.lease {
+            span.record("term", lease.term);
+        }
         telemetry::clock_offset(applied.now, sent, SystemTime::now());
         Ok(applied)
     }
@@ -243,8 +255,10 @@ impl Store {
         leases: &[(String, u64)],
     ) -> Result<Renewed> {
         let sent = SystemTime::now();
+        let span = telemetry::call_span("renew_many", None, None);
+        span.record("locks", leases.len());
         let renewed = self
-            .bounded("renew_many", self.backend.renew_many(holder, leases))
+            .bounded_in("renew_many", &span, self.backend.renew_many(holder, leases))
             .await?;
         telemetry::clock_offset(renewed.now, sent, SystemTime::now());
         Ok(renewed)
@@ -464,10 +478,23 @@ impl Store {
         op: &'static str,
         fut: impl Future<Output = Result<T>>,
     ) -> Result<T> {
+        let span = telemetry::call_span(op, None, None);
+        self.bounded_in(op, &span, fut).await
+    }
+
+    /// [`bounded`](Store::bounded) in the call's `span` (`telemetry::call_span`).
+    async fn bounded_in<T>(
+        &self,
+        op: &'static str,
+        span: &tracing::Span,
+        fut: impl Future<Output = Result<T>>,
+    ) -> Result<T> {
         let discard = || self.backend.discard_connections();
         let started = tokio::time::Instant::now();
-        let result = bounded_then(self.timeout, fut, discard).await;
-        telemetry::round_trip(op, started.elapsed(), &result);
+        let result = bounded_then(self.timeout, fut, discard)
+            .instrument(span.clone())
+            .await;
+        telemetry::round_trip(op, started.elapsed(), &result, span);
         if matches!(result, Err(Error::ReadOnly { .. })) {
             discard();
         }

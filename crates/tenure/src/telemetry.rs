@@ -14,6 +14,11 @@
 //! - the start and end of every belief (`Seen`, owned by the belief in `belief.rs`):
 //!   the leader gauge and term, hold time, losses by reason, and at each renewal how late it
 //!   was against its interval and how much of the belief was left;
+//! - spans (through the [`tracing`] facade, at debug level): one per store call — campaigns,
+//!   renew batches, releases, handovers, admin calls, the Consul layer's transactions — and
+//!   one per fence (`call_span`, `fence_span`). `tenure` exports them as OpenTelemetry
+//!   traces when the `OTEL_*` variables are set; with no subscriber that wants them a span is
+//!   never built (a disabled callsite costs one load);
 //! - a watcher's successive reads of every lease ([`Vacancies`], fed by `tenure serve`): how
 //!   long each name stood vacant before its next tenure.
 //!
@@ -199,8 +204,14 @@ impl Names {
 
 // === the store's round trip ===
 
-/// Records one bounded store call `op` that took `took` and ended with `result`.
-pub(crate) fn round_trip<T>(op: &'static str, took: Duration, result: &Result<T, Error>) {
+/// Records one bounded store call `op` that took `took` and ended with `result`, on the
+/// metrics and on the call's `span`.
+pub(crate) fn round_trip<T>(
+    op: &'static str,
+    took: Duration,
+    result: &Result<T, Error>,
+    span: &tracing::Span,
+) {
     let outcome = match result.as_ref().map_err(error_kind) {
         Ok(_) => "ok",
         Err(None) => "refused",
@@ -214,6 +225,65 @@ pub(crate) fn round_trip<T>(op: &'static str, took: Duration, result: &Result<T,
         }
     };
     metrics::histogram!(DB_SECONDS, "op" => op, "outcome" => outcome).record(took.as_secs_f64());
+    span.record("outcome", outcome);
+}
+
+// === spans ===
+
+/// The span of one store call `op` (the `op` label above), of `name` and `term` where the
+/// call has them: `tenure.campaign`, `tenure.release`, `tenure.renew_batch`,
+/// `tenure.handover`, …, with the attributes `op`, `name`, `term` (the lease's after the
+/// answer), `locks` (a renew batch's size) and, once answered, `outcome`. Disabled (and free) unless a subscriber enables `tenure` spans at debug level.
+pub(crate) fn call_span(op: &'static str, name: Option<&str>, term: Option<u64>) -> tracing::Span {
+    let span = tracing::debug_span!(
+        "tenure.call",
+        otel.name = span_name(op),
+        op,
+        name = tracing::field::Empty,
+        term = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+        locks = tracing::field::Empty,
+    );
+    if !span.is_disabled() {
+        if let Some(name) = name {
+            span.record("name", name);
+        }
+        if let Some(term) = term {
+            span.record("term", term);
+        }
+    }
+    span
+}
+
+/// The span of a fenced check of `name` in `term` (`tenure.fence`).
+pub(crate) fn fence_span(name: &str, term: u64) -> tracing::Span {
+    tracing::debug_span!("tenure.fence", name, term)
+}
+
+/// The span name of a store call: the operations a trace reader looks for by name, the rest
+/// `tenure.store` (with their `op`).
+fn span_name(op: &'static str) -> &'static str {
+    match op {
+        "campaign" => "tenure.campaign",
+        "release" => "tenure.release",
+        "renew" => "tenure.renew",
+        "renew_many" => "tenure.renew_batch",
+        "handover" => "tenure.handover",
+        "demote" => "tenure.demote",
+        "pause" => "tenure.pause",
+        "resume" => "tenure.resume",
+        "consul" => "tenure.consul",
+        _ => "tenure.store",
+    }
+}
+
+/// The term of a lease operation, where it names one.
+pub(crate) fn op_term(op: &Op) -> Option<u64> {
+    match op {
+        Op::Campaign { term, .. } => *term,
+        Op::Release { term, .. } | Op::Renew { term, .. } | Op::Succeed { term, .. } => Some(*term),
+        _ => None,
+    }
 }
 
 /// The `op` label of a lease operation.

@@ -126,6 +126,7 @@ pub(crate) fn app(state: AppState) -> Router {
                 .put(consul::kv_put)
                 .delete(consul::kv_delete),
         )
+        .route_layer(middleware::from_fn(crate::watching::consul_request))
         .layer(DefaultBodyLimit::max(tenure::consul::MAX_VALUE_BYTES + 1));
     Router::new()
         .route("/", get(page))

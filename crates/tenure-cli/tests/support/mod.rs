@@ -5,7 +5,7 @@
 //!   one is unreachable, fresh names and prefixes, dropping a prefix's tables (shared with the
 //!   router's unit tests in `src/serve/tests/`). Re-exported here.
 //! - [`tenure`]: the real binary as a [`Command`], with an environment that cannot leak into the
-//!   user's own state (no inherited `TENURE_*` variables; `XDG_STATE_HOME` points into a
+//!   user's own state (no inherited `TENURE_*` or OpenTelemetry exporter variables; `XDG_STATE_HOME` points into a
 //!   temporary directory of this test process).
 //! - [`TestDb`]: one database per test: a fresh SQLite file, or a fresh table prefix on the
 //!   PostgreSQL / MariaDB servers; raw row counts through the library's own connection pools.
@@ -93,6 +93,11 @@ pub(crate) fn tenure() -> Command {
     c.env_remove("TENURE_DATABASE_URL")
         .env_remove("TENURE_TABLE_PREFIX")
         .env_remove("TENURE_LOG")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_PROTOCOL")
+        .env_remove("OTEL_SDK_DISABLED")
+        .env_remove("OTEL_TRACES_EXPORTER")
         .env("XDG_STATE_HOME", scratch_state_home())
         .stdin(Stdio::null());
     c

@@ -113,4 +113,13 @@ pub trait Body: Send {
     fn db_now(&self) -> Option<DbTime> {
         None
     }
+    /// The one lease name the work is about, if one: an attribute of the call's span.
+    fn name(&self) -> Option<&str> {
+        None
+    }
+    /// The lease's term as the work left it, once it ran, if it touched one lease: an
+    /// attribute of the call's span.
+    fn term(&self) -> Option<u64> {
+        None
+    }
 }

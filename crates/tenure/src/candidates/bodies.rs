@@ -98,6 +98,14 @@ impl Body for Campaign<'_> {
         self.applied.as_ref().map(|applied| applied.now)
     }
 
+    fn name(&self) -> Option<&str> {
+        Some(&self.registration.name)
+    }
+
+    fn term(&self) -> Option<u64> {
+        self.applied.as_ref()?.lease.as_ref().map(|l| l.term)
+    }
+
     async fn run(&mut self, tx: &mut dyn Tx) -> Result<Outcome> {
         let r = self.registration;
         let (now, rows) = register(self.statements, tx, r).await?;

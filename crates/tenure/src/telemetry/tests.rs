@@ -108,15 +108,17 @@ async fn every_store_call_is_timed_and_its_failures_counted_by_kind() {
     let took = histogram(find(&all, DB_SECONDS, &[("op", "get"), ("outcome", "ok")]));
     assert_eq!(took.len(), 1);
 
+    let none = tracing::Span::none();
     round_trip::<()>(
         "list",
         Duration::from_secs(1),
         &Err(Error::Timeout(Duration::ZERO)),
+        &none,
     );
     let pool = Error::Database(sqlx::Error::PoolTimedOut);
-    round_trip::<()>("campaign", Duration::from_millis(5), &Err(pool));
+    round_trip::<()>("campaign", Duration::from_millis(5), &Err(pool), &none);
     let refused = Error::UnknownName("x".into());
-    round_trip::<()>("demote", Duration::from_millis(5), &Err(refused));
+    round_trip::<()>("demote", Duration::from_millis(5), &Err(refused), &none);
     let all = recorded(snapshotter.snapshot());
     assert_eq!(
         find(&all, DB_ERRORS, &[("op", "list"), ("kind", "timeout")]),
@@ -154,10 +156,12 @@ fn the_clock_offset_is_the_database_minus_the_midpoint() {
 }
 
 /// What recording costs one lock cycle (`try_lock` + `release`: a belief started and
-/// ended, two store round trips with the clock offset), without a recorder and with the
-/// Prometheus exporter `tenure --metrics-listen` installs. Run with `cargo test --release
-/// -p tenure --lib cost_of_one_lock_cycle -- --ignored --nocapture`; the
-/// figures are in docs/benchmarks.md. The bound is 3 % of a 0.5 ms SQLite cycle.
+/// ended, two store round trips with their spans and the clock offset): without a recorder
+/// or subscriber, with the subscriber `tenure` installs when no `OTEL_*` variable is set (logs
+/// at info: the debug-level spans stay disabled), and with the Prometheus exporter
+/// `tenure --metrics-listen` installs. Run with `cargo test --release -p tenure --lib
+/// cost_of_one_lock_cycle -- --ignored --nocapture`; the figures are in docs/benchmarks.md.
+/// The bound is 3 % of a 0.5 ms SQLite cycle.
 #[test]
 #[ignore = "a measurement: run it alone"]
 fn cost_of_one_lock_cycle() {
@@ -165,7 +169,8 @@ fn cost_of_one_lock_cycle() {
     let timing = Timing::from_ttl(Duration::from_secs(10)).unwrap();
     let cycle = || {
         let sent = Instant::now();
-        round_trip::<()>("campaign", Duration::from_micros(300), &Ok(()));
+        let span = call_span("campaign", Some("cost"), None);
+        round_trip::<()>("campaign", Duration::from_micros(300), &Ok(()), &span);
         clock_offset(
             DbTime(1_700_000_000_000_000),
             SystemTime::now(),
@@ -174,7 +179,8 @@ fn cost_of_one_lock_cycle() {
         let seen = Seen::start("cost", Role::Lock, 1, sent, &timing);
         seen.ended(Ended::Released);
         drop(seen);
-        round_trip::<()>("release", Duration::from_micros(300), &Ok(()));
+        let span = call_span("release", Some("cost"), Some(1));
+        round_trip::<()>("release", Duration::from_micros(300), &Ok(()), &span);
     };
     let per_cycle = |run: &dyn Fn()| {
         let started = std::time::Instant::now();
@@ -184,6 +190,12 @@ fn cost_of_one_lock_cycle() {
         started.elapsed() / CYCLES
     };
     let off = per_cycle(&cycle);
+    // The command's logs without OTEL_*: a formatter at info, which wants no debug span.
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("tenure=info"))
+        .with_writer(std::io::sink)
+        .finish();
+    let logged = tracing::subscriber::with_default(logs, || per_cycle(&cycle));
     let recorder = metrics_exporter_prometheus::PrometheusBuilder::new()
         .set_buckets_for_metric(
             metrics_exporter_prometheus::Matcher::Suffix("_seconds".into()),
@@ -196,10 +208,14 @@ fn cost_of_one_lock_cycle() {
     assert!(handle
         .render()
         .contains("tenure_hold_seconds_count{name=\"cost\",role=\"lock\"} 100000"));
-    eprintln!("telemetry per lock cycle: {off:?} without a recorder, {on:?} with Prometheus's");
-    // A debug build is some twenty times slower: the bound holds for the release build.
+    eprintln!(
+        "telemetry per lock cycle: {off:?} without a recorder or subscriber, {logged:?} with \
+         tenure's log subscriber (tracing off), {on:?} with Prometheus's recorder"
+    );
+    // A debug build is some twenty times slower: the bounds hold for the release build.
     if !cfg!(debug_assertions) {
         assert!(on < Duration::from_micros(15), "{on:?}");
+        assert!(logged < Duration::from_micros(15), "{logged:?}");
     }
 }
 
