@@ -67,5 +67,37 @@ pub(crate) async fn open(
         Some(t) => options.timeout(t),
         None => options,
     };
-    Ok(Store::connect_with(&url, options).await?)
+    let store = Store::connect_with(&url, options).await?;
+    OPENED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .push(store.clone());
+    Ok(store)
 }
+
+/// Every store this process opened, for [`close_all`].
+static OPENED: std::sync::Mutex<Vec<Store>> = std::sync::Mutex::new(Vec::new());
+
+/// Closes every store this process opened and waits until their connections are closed: called
+/// once the command has ended, so that nothing of tenure runs on behind it (SQLite's worker
+/// threads end their spans only after answering, which must come before the trace exporter
+/// shuts down). Bounded by [`CLOSE_WITHIN`]: closing waits for connections in use to come
+/// back, and a call stuck on a hung server must not keep the process from exiting.
+pub(crate) async fn close_all() {
+    let opened = std::mem::take(
+        &mut *OPENED
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    let closing = async {
+        for store in opened {
+            store.close().await;
+        }
+    };
+    if tokio::time::timeout(CLOSE_WITHIN, closing).await.is_err() {
+        tracing::debug!("the database connections did not close within {CLOSE_WITHIN:?}");
+    }
+}
+
+/// How long [`close_all`] waits.
+const CLOSE_WITHIN: Duration = Duration::from_secs(2);

@@ -69,7 +69,12 @@ fn run(cli: cli::Cli) -> u8 {
             return exit::INTERNAL;
         }
     };
-    match runtime.block_on(commands::dispatch(cli)) {
+    let ended = runtime.block_on(async {
+        let ended = commands::dispatch(cli).await;
+        database::close_all().await;
+        ended
+    });
+    match ended {
         Ok(code) => code,
         Err(failure) => {
             eprintln!("tenure: {failure}");

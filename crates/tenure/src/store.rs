@@ -116,6 +116,14 @@ impl Store {
         self.backend.url()
     }
 
+    /// Closes the store's connections (those of every clone: they share them) and waits until
+    /// each is closed. Call it last, after every guard is released, before the process exits:
+    /// then nothing of tenure runs on behind it (SQLite's worker threads answer their last
+    /// command first, so their spans end before an exporter is shut down). Later calls fail.
+    pub async fn close(&self) {
+        self.backend.close().await;
+    }
+
     /// Creates the tables if they do not exist and records the schema version: the lease's
     /// and those of every feature compiled in (see [`schema_script`](crate::schema_script)).
     ///

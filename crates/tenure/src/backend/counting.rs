@@ -163,4 +163,8 @@ impl Backend for CountingBackend {
     fn discard_connections(&self) {
         self.inner.discard_connections()
     }
+
+    async fn close(&self) {
+        self.inner.close().await;
+    }
 }

@@ -165,6 +165,11 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// new ones (through DNS, a virtual IP or a proxy, to wherever the primary is now). Called
     /// by [`Store`](crate::Store); the default does nothing.
     fn discard_connections(&self) {}
+
+    /// Closes the connections and waits until each is closed (and, on SQLite, its worker
+    /// thread has answered its last command): a process that exits right after lets nothing
+    /// of tenure's run on behind it. Later calls fail. The default does nothing.
+    async fn close(&self) {}
 }
 
 /// Opens (and closes) one connection, so that a refused connection or bad credentials are

@@ -561,6 +561,10 @@ where
     fn discard_connections(&self) {
         self.fresh.discard_open_connections();
     }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
 }
 
 /// A lease operation as a transaction's body: the row locked, the clock read after the lock,
