@@ -28,6 +28,9 @@ pub enum Fault {
     StopInTransaction,
     /// SIGKILL a random node (a lock workload has no one leader); its slot restarts at once.
     KillAny,
+    /// SIGSTOP a random node for 2×ttl while its loops are "working", then SIGCONT (a
+    /// spreading member paused past its ttl: its shards move, and it must notice on waking).
+    PauseAny,
 }
 
 /// What each node process runs.
@@ -39,6 +42,9 @@ pub enum Workload {
     /// released, dropped or forgotten and another task of the same process relocks at once
     /// (`node/locks.rs`).
     Locks,
+    /// One member of a spreading group per process, writing under each shard it owns; members
+    /// killed or paused come back and take their share again (`node/spread.rs`).
+    Spread,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -77,6 +83,17 @@ const fn preferred(name: &'static str, fault: Fault) -> Scenario {
 /// workspace test.
 pub const CLIENT_EDGE: &[&str] = &["same-id", "locks", "locks-same-id"];
 
+/// A spreading scenario: the group's members under `fault`.
+const fn spread(name: &'static str, fault: Fault) -> Scenario {
+    Scenario {
+        name,
+        fault,
+        workload: Workload::Spread,
+        shared_id: false,
+        priorities: false,
+    }
+}
+
 /// Every scenario, in the order they run.
 pub const ALL: &[Scenario] = &[
     elector("kill", Fault::Kill),
@@ -112,6 +129,9 @@ pub const ALL: &[Scenario] = &[
         shared_id: true,
         priorities: false,
     },
+    // Members of a spreading group killed (they rejoin at once) and paused past their ttl.
+    spread("spread-kill", Fault::KillAny),
+    spread("spread-pause", Fault::PauseAny),
 ];
 
 impl Scenario {
@@ -133,7 +153,12 @@ impl Scenario {
         if target.pooled {
             return matches!(
                 self.fault,
-                Fault::Kill | Fault::KillAny | Fault::Pause | Fault::Starve | Fault::Clock
+                Fault::Kill
+                    | Fault::KillAny
+                    | Fault::Pause
+                    | Fault::PauseAny
+                    | Fault::Starve
+                    | Fault::Clock
             );
         }
         match self.fault {
@@ -168,6 +193,9 @@ impl Scenario {
                 control_must_fail: true,
                 failover_bound: crash_bound,
             },
+            // A paused member's shards move while it sleeps; it may wake inside a write. The
+            // control may or may not catch that (the pause lands on one member of several).
+            Fault::PauseAny => Expect::default(),
             Fault::Starve | Fault::StopInTransaction => Expect::default(),
             Fault::Clock => Expect {
                 exclusive: kind != BackendKind::Sqlite,

@@ -38,7 +38,8 @@ enum Command {
         #[arg(long, value_delimiter = ',', default_value = "sqlite,postgres,mysql")]
         backends: Vec<String>,
         /// Only these scenarios (kill, pause, starve, proxy, sessions, restart, clock, stop-in-tx,
-        /// same-id, locks, locks-same-id; with `--profile ha`: kill-primary, switchover,
+        /// priority-kill, priority-pause, priority-proxy, same-id, locks, locks-same-id,
+        /// spread-kill, spread-pause; with `--profile ha`: kill-primary, switchover,
         /// partition, lossy-failover, lossy-failover-async, lossy-failover-async-no-epochs,
         /// mariadb-async-failover, mariadb-async-failover-no-epochs, galera-kill-primary,
         /// galera-switchover, galera-partition, standby, read-only, galera-spread).
@@ -151,6 +152,7 @@ fn main() -> ExitCode {
                     base: name.clone(),
                     locks,
                     permits,
+                    spread: workload == Workload::Spread,
                 },
                 name,
                 candidate: candidate.unwrap_or_else(|| id.clone()),

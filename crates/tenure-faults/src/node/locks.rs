@@ -22,7 +22,7 @@ use rand::{Rng, SeedableRng};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tenure::{LockGuard, LockOptions, Locks, Semaphore, Store};
+use tenure::{LockGuard, LockOptions, Locks, Semaphore, Store, Tenure};
 use tokio::sync::Notify;
 
 /// Tasks per lock name in each process, and tasks on the semaphore.
@@ -30,17 +30,24 @@ const TASKS_PER_LOCK: u32 = 2;
 const SEMAPHORE_TASKS: u32 = 2;
 
 /// The lease names of the lock workload, derived from the scenario's name, and the register
-/// slot of each. The runner and the nodes derive them the same way.
+/// slot of each. The runner and the nodes derive them the same way. In the spreading workload
+/// ([`spread`](super::spread)) the `locks` are the shards of the group `base` (no permits).
 #[derive(Clone, Debug)]
 pub struct LockSet {
     pub base: String,
     pub locks: u32,
     pub permits: u32,
+    /// The locks are a spreading group's shards: lock `i` is the lease `BASE/i`.
+    pub spread: bool,
 }
 
 impl LockSet {
     pub fn lock(&self, i: u32) -> String {
-        format!("{}.lock{i}", self.base)
+        if self.spread {
+            tenure::spread::shard_name(&self.base, i)
+        } else {
+            format!("{}.lock{i}", self.base)
+        }
     }
 
     pub fn semaphore(&self) -> String {
@@ -176,61 +183,22 @@ impl Task {
     async fn hold(&mut self, guard: LockGuard) {
         self.acquisitions += 1;
         let label = format!("{}#{}", self.id, self.acquisitions);
-        let lease = guard.name().to_string();
-        let term = guard.term();
         let rounds = self.rng.gen_range(1..=3);
         let how = match self.rng.gen_range(0..5) {
             0 | 1 => LetGo::Release,
             2 | 3 => LetGo::Drop,
             _ => LetGo::Forget,
         };
-        let Some(slot) = self.set.slot(&lease) else {
+        let Some(slot) = self.set.slot(guard.name()) else {
             return;
         };
-        let deadline = AtomicU64::new(clock::instant_ns(guard.deadline()));
-        self.log.record_lock(
-            &label,
-            &lease,
-            Kind::Gained {
-                term,
-                deadline: deadline.load(Ordering::SeqCst),
-                holder: Some(self.locks.holder().to_string()),
-            },
-        );
-        {
-            let writer = Writer {
-                task: self,
-                guard: &guard,
-                label: &label,
-                lease: &lease,
-                slot,
-                seq: AtomicU64::new(0),
-                deadline,
-            };
-            let work = async {
-                for _ in 0..rounds {
-                    let (fenced, control) = tokio::join!(
-                        writer.operate(Resource::Fenced),
-                        writer.operate(Resource::Unfenced)
-                    );
-                    if !fenced || !control {
-                        return;
-                    }
-                }
-            };
-            tokio::pin!(work);
-            // The end of belief is recorded when the guard reports it lost; the writes are not
-            // cancelled (the control must stay naive), each loop notices at its next check.
-            let lost = tokio::select! {
-                () = &mut work => false,
-                () = guard.lost() => true,
-            };
-            self.log
-                .record_lock(&label, &lease, Kind::SteppedDown { term });
-            if lost {
-                work.await;
-            }
-        }
+        let worker = Worker {
+            log: &self.log,
+            config: &self.config,
+            db: &self.db,
+            holder: self.locks.holder(),
+        };
+        worker.tenure(&guard, &label, slot, Some(rounds)).await;
         match how {
             LetGo::Release => {
                 let release = tokio::spawn(guard.release());
@@ -249,10 +217,74 @@ impl Task {
     }
 }
 
+/// What the writes of a guard's tenure go through: the node's history, its settings, the
+/// register, and the holder id the database knows the guard by.
+pub(super) struct Worker<'a> {
+    pub(super) log: &'a EventLog,
+    pub(super) config: &'a NodeConfig,
+    pub(super) db: &'a Db,
+    pub(super) holder: &'a str,
+}
+
+impl Worker<'_> {
+    /// One tenure of `guard` (the history's node `label`, register slot `slot`): gained, then
+    /// up to `rounds` rounds of the two writes, the fenced register and the unfenced control
+    /// (`None`: until the guard is lost), then stepped down — when the rounds are done or when
+    /// the guard reports it lost, whichever comes first.
+    pub(super) async fn tenure(&self, guard: &Tenure, label: &str, slot: u32, rounds: Option<u32>) {
+        let lease = guard.name().to_string();
+        let term = guard.term();
+        let deadline = AtomicU64::new(clock::instant_ns(guard.deadline()));
+        self.log.record_lock(
+            label,
+            &lease,
+            Kind::Gained {
+                term,
+                deadline: deadline.load(Ordering::SeqCst),
+                holder: Some(self.holder.to_string()),
+            },
+        );
+        let writer = Writer {
+            worker: self,
+            guard,
+            label,
+            lease: &lease,
+            slot,
+            seq: AtomicU64::new(0),
+            deadline,
+        };
+        let work = async {
+            let mut done = 0;
+            while rounds.is_none_or(|r| done < r) {
+                let (fenced, control) = tokio::join!(
+                    writer.operate(Resource::Fenced),
+                    writer.operate(Resource::Unfenced)
+                );
+                if !fenced || !control {
+                    return;
+                }
+                done += 1;
+            }
+        };
+        tokio::pin!(work);
+        // The end of belief is recorded when the guard reports it lost; the writes are not
+        // cancelled (the control must stay naive), each loop notices at its next check.
+        let lost = tokio::select! {
+            () = &mut work => false,
+            () = guard.lost() => true,
+        };
+        self.log
+            .record_lock(label, &lease, Kind::SteppedDown { term });
+        if lost {
+            work.await;
+        }
+    }
+}
+
 /// The writes of one guard's tenure.
 struct Writer<'a> {
-    task: &'a Task,
-    guard: &'a LockGuard,
+    worker: &'a Worker<'a>,
+    guard: &'a Tenure,
     label: &'a str,
     lease: &'a str,
     slot: u32,
@@ -264,8 +296,8 @@ struct Writer<'a> {
 impl Writer<'_> {
     /// One protected write; `false` if the guard was lost before it.
     async fn operate(&self, resource: Resource) -> bool {
-        let log = &self.task.log;
-        let config = &self.task.config;
+        let log = self.worker.log;
+        let config = self.worker.config;
         if self.guard.is_lost() {
             return false;
         }
@@ -287,11 +319,11 @@ impl Writer<'_> {
         );
         tokio::time::sleep(config.work).await;
         let bound = config.ttl * 2;
-        let write = self.task.db.write(
+        let write = self.worker.db.write(
             &config.table,
             self.slot,
             resource,
-            (self.lease, self.task.locks.holder()),
+            (self.lease, self.worker.holder),
             (self.label, term, seq),
             || {},
         );

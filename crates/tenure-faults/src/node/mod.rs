@@ -1,7 +1,8 @@
 //! A node: one elector on the library, and while it leads, two loops of protected operations
 //! (the fenced register and the unfenced negative control), every step recorded in its history.
 //! Or, in the lock workload ([`locks`]), one `Locks` with several tasks doing the same under
-//! lock guards.
+//! lock guards; in the spreading workload ([`spread`]), one member of a group doing the same
+//! under each shard it owns.
 //!
 //! The node uses the library the way an application would: it waits for a [`LeaderGuard`],
 //! checks [`LeaderGuard::is_lost`] before each operation, "works" for a while, then writes.
@@ -11,6 +12,7 @@
 
 mod capture;
 pub mod locks;
+pub mod spread;
 
 use crate::clock;
 use crate::event::{EventLog, Kind, Resource};
@@ -79,10 +81,17 @@ pub async fn run(config: NodeConfig) -> Result<(), String> {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| e.to_string())?;
     let config = Arc::new(config);
-    if config.workload == Workload::Locks {
+    if config.workload != Workload::Elector {
         let set = config.locks.clone();
+        let work = async {
+            if config.workload == Workload::Spread {
+                spread::run(config.clone(), set, db, store, log).await
+            } else {
+                locks::run(config.clone(), set, db, store, log).await
+            }
+        };
         return tokio::select! {
-            ended = locks::run(config, set, db, store, log) => ended,
+            ended = work => ended,
             _ = term.recv() => Ok(()),
             _ = tokio::signal::ctrl_c() => Ok(()),
         };

@@ -106,14 +106,17 @@ impl Cluster {
     ) -> Result<Cluster, String> {
         let proxied = scenario.fault == Fault::Proxy;
         let name = unique(&format!("faults-{}-", scenario.name));
+        let spread = scenario.workload == Workload::Spread;
         let locks = LockSet {
             base: name.clone(),
-            locks: 2,
-            permits: 2,
+            // The spreading group's shards: two per member.
+            locks: if spread { 6 } else { 2 },
+            permits: if spread { 0 } else { 2 },
+            spread,
         };
         let slots = match scenario.workload {
             Workload::Elector => 1,
-            Workload::Locks => locks.slots(),
+            Workload::Locks | Workload::Spread => locks.slots(),
         };
         let url = match target.kind {
             BackendKind::Sqlite => format!("sqlite://{}", dir.join("faults.db").display()),
@@ -184,6 +187,7 @@ impl Cluster {
         let workload = match self.workload {
             Workload::Elector => "elector",
             Workload::Locks => "locks",
+            Workload::Spread => "spread",
         };
         let events = self.dir.join(format!("{id}.jsonl"));
         let url = match self.proxies.get(slot) {
@@ -304,7 +308,7 @@ impl Cluster {
         }
         let names = match self.workload {
             Workload::Elector => vec![self.name.clone()],
-            Workload::Locks => self.locks.leases(),
+            Workload::Locks | Workload::Spread => self.locks.leases(),
         };
         let mut leases = HashMap::new();
         for name in names {

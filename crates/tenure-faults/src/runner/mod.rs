@@ -178,6 +178,7 @@ async fn drive(
             };
             checker::locks::check(&history, &leases, &[semaphore], &outcome.expect)
         }
+        Workload::Spread => checker::locks::check(&history, &leases, &[], &outcome.expect),
     };
     Ok(())
 }

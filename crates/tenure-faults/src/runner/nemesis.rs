@@ -73,6 +73,9 @@ impl Nemesis {
         if fault == Fault::KillAny {
             return self.kill_any(c).await;
         }
+        if fault == Fault::PauseAny {
+            return self.pause_any(c).await;
+        }
         let recover = ttl * 4;
         let Some(leader) = c.wait_leader(recover).await else {
             return Err("no leader before the round".into());
@@ -92,20 +95,7 @@ impl Nemesis {
                 c.wait_leader(recover).await;
                 c.spawn(c.nodes[leader].slot)?;
             }
-            Fault::Pause => {
-                let stopped_at = self.stop_outside_write_lock(c, leader, pid).await?;
-                self.injected.push("pause".into());
-                c.nemesis.record_at(
-                    stopped_at,
-                    Kind::FaultStart {
-                        fault: "pause".into(),
-                        target: id.clone(),
-                    },
-                );
-                sleep(ttl * 2).await;
-                signal(pid, Signal::SIGCONT)?;
-                Self::end(c, "pause", &id);
-            }
+            Fault::Pause => self.pause(c, leader).await?,
             Fault::Starve => {
                 self.start(c, "starve", &id);
                 let hogs = starve(pid, &c.settings.exe, ttl * 2)?;
@@ -177,7 +167,7 @@ impl Nemesis {
                 sleep(ttl * 2).await;
                 Self::end(c, &name, "*");
             }
-            Fault::KillAny => unreachable!("handled above"),
+            Fault::KillAny | Fault::PauseAny => unreachable!("handled above"),
             Fault::StopInTransaction => {
                 std::fs::write(c.stop_file(&id), b"").map_err(|e| e.to_string())?;
                 if !wait_stopped(pid, ttl * 2).await {
@@ -255,6 +245,41 @@ impl Nemesis {
         c.kill(i).await;
         Self::end(c, "kill", &id);
         c.spawn(c.nodes[i].slot)
+    }
+}
+
+impl Nemesis {
+    /// A workload with no one leader: let it churn for one to two ttls, then SIGSTOP a random
+    /// live node while it works (outside SQLite's write lock, as the pause of a leader) for
+    /// 2×ttl, and let it go on.
+    async fn pause_any(&mut self, c: &mut Cluster) -> Result<(), String> {
+        let ttl = c.settings.ttl;
+        sleep(ttl + ttl.mul_f64(self.rng.gen_range(0.0..1.0))).await;
+        let live: Vec<usize> = (0..c.nodes.len()).filter(|&i| c.nodes[i].alive).collect();
+        if live.is_empty() {
+            return Err("no live node".into());
+        }
+        let i = live[self.rng.gen_range(0..live.len())];
+        self.pause(c, i).await
+    }
+
+    /// SIGSTOPs node `i` while it works (outside SQLite's write lock) for 2×ttl, then SIGCONT.
+    async fn pause(&mut self, c: &Cluster, i: usize) -> Result<(), String> {
+        let id = c.nodes[i].id.clone();
+        let pid = c.nodes[i].pid().ok_or("the node has no pid")?;
+        let stopped_at = self.stop_outside_write_lock(c, i, pid).await?;
+        self.injected.push("pause".into());
+        c.nemesis.record_at(
+            stopped_at,
+            Kind::FaultStart {
+                fault: "pause".into(),
+                target: id.clone(),
+            },
+        );
+        sleep(c.settings.ttl * 2).await;
+        signal(pid, Signal::SIGCONT)?;
+        Self::end(c, "pause", &id);
+        Ok(())
     }
 }
 
