@@ -15,16 +15,18 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tenure::{LeaderGuard, LockGuard, Tenure};
+use tenure::{LeaderGuard, LockGuard, ShardGuard, Tenure};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 /// Lines of trace kept for a failure report.
 const TRACE: usize = 40;
 
-/// How the checker looks at a guard: the lock guard its task shares, or a leader guard clone.
+/// How the checker looks at a guard: the lock or shard guard its task shares, or a leader
+/// guard clone.
 pub(crate) enum Probe {
     Lock(Arc<LockGuard>),
+    Shard(Arc<ShardGuard>),
     Leader(LeaderGuard),
 }
 
@@ -35,6 +37,7 @@ impl std::ops::Deref for Probe {
     fn deref(&self) -> &Tenure {
         match self {
             Probe::Lock(g) => g,
+            Probe::Shard(g) => g,
             Probe::Leader(g) => g,
         }
     }
@@ -209,6 +212,16 @@ impl Checker {
             .map(|e| e.probe.deadline())
             .filter(|d| *d > now)
             .min()
+    }
+
+    /// How many tenures of names starting with `prefix` reached a guard.
+    pub(crate) fn tenures_of(&self, prefix: &str) -> usize {
+        let state = self.state.lock().unwrap();
+        state
+            .handed
+            .keys()
+            .filter(|(name, _)| name.starts_with(prefix))
+            .count()
     }
 
     /// Completes once an invariant is broken.

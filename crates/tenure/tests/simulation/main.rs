@@ -17,6 +17,7 @@ mod common;
 mod checker;
 mod faults;
 mod real_db;
+mod spreading;
 mod workload;
 
 use checker::{Checker, Violation};

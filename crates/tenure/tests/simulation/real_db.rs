@@ -6,6 +6,7 @@
 use crate::checker::Checker;
 use crate::common;
 use crate::faults::FaultProfile;
+use crate::spreading;
 use crate::workload::{self, Mix, Only, Plan};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
@@ -35,6 +36,7 @@ async fn run(kind: BackendKind) {
         mix.semaphore_tasks = mix.semaphore_tasks.max(1);
         mix.electors = true;
         mix.priorities = true;
+        mix.spread = true;
         mix.faults = FaultProfile {
             rate: 0.05,
             delays_only: true,
@@ -67,6 +69,12 @@ async fn run(kind: BackendKind) {
             .await
             .expect("the registry");
         tasks.shutdown().await;
+        let shards = checker.tenures_of(&format!("{}/", spreading::group(&plan)));
+        assert!(
+            shards > 0,
+            "{kind} seed {seed}: no member of the group was given a shard"
+        );
+        println!("{kind} seed {seed}: {shards} shard tenures");
         assert!(
             roster
                 .candidates

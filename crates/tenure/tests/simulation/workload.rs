@@ -70,6 +70,9 @@ pub(crate) struct Mix {
     /// the highest priority comes and goes in a loop (a flapping preferred leader). Only on
     /// real databases: the in-memory backend keeps no candidate registry.
     pub priorities: bool,
+    /// Each holder is also a member of one spreading group that comes and goes
+    /// (`spreading.rs`). Only on real databases: the in-memory backend has no transactions.
+    pub spread: bool,
 }
 
 impl Mix {
@@ -88,6 +91,7 @@ impl Mix {
             faults: FaultProfile::NONE,
             push: rng.gen_bool(0.5),
             priorities: false,
+            spread: false,
         };
         match only {
             Only::All => Mix {
@@ -174,7 +178,7 @@ impl Plan {
             format!("p{holder}")
         }
     }
-    fn timing(&self) -> Timing {
+    pub(crate) fn timing(&self) -> Timing {
         Timing::from_ttl(self.ttl).expect("a safe ttl")
     }
     fn lock_options(&self, rng: &mut StdRng) -> LockOptions {
@@ -197,12 +201,12 @@ impl Plan {
             .keep_alive(!self.mix.lock_releases || rng.gen_bool(0.8))
     }
     /// A generator for task `label`, independent of the other tasks' draws.
-    fn fork(&self, label: u64) -> StdRng {
+    pub(crate) fn fork(&self, label: u64) -> StdRng {
         StdRng::seed_from_u64(self.seed ^ label.wrapping_mul(0x9E37_79B9_7F4A_7C15))
     }
 }
 
-fn ms(n: u64) -> Duration {
+pub(crate) fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
@@ -247,6 +251,16 @@ pub(crate) fn spawn(
             let owner = format!("p{h}/sem{t}");
             let task = LockTask::new(&plan, &checker, &locks, owner, Target::Permit(sem));
             tasks.spawn(task.run(plan.fork(next())));
+        }
+        if mix.spread {
+            let task = crate::spreading::member(
+                plan.clone(),
+                checker.clone(),
+                store.clone(),
+                h,
+                plan.fork(next()),
+            );
+            tasks.spawn(task);
         }
         if mix.electors {
             let priority = if mix.priorities {
