@@ -35,11 +35,13 @@ pub(crate) async fn main(opts: Options) -> Result<(), String> {
             "scale",
             "footprint",
             "curve",
+            "spread",
         ]
         .contains(&o.as_str())
         {
             return Err(format!(
-                "unknown benchmark {o:?} (failover, handover, locks, scale, footprint, curve)"
+                "unknown benchmark {o:?} (failover, handover, locks, scale, footprint, curve, \
+                 spread)"
             ));
         }
     }
@@ -362,6 +364,17 @@ async fn backend(plan: &Plan, target: &Target, peers: &[Peer]) -> (Table, Option
             Err(e) => t
                 .rows
                 .push(Row::new("footprint", format!("error: {e}")).goal("", Verdict::Miss)),
+        }
+    }
+    if plan.wants("spread") {
+        match crate::spread::rows(plan, target).await {
+            Ok((rows, notes)) => {
+                t.rows.extend(rows);
+                t.notes.extend(notes);
+            }
+            Err(e) => t
+                .rows
+                .push(Row::new("spread", format!("error: {e}")).goal("", Verdict::Miss)),
         }
     }
     let mut measured = None;

@@ -222,6 +222,7 @@ pub(crate) async fn drop_tables(target: &Target) {
         "consul_index",
         "history",
         "tick",
+        "candidate",
         "schema",
         "epoch",
         "lease",

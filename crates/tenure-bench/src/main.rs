@@ -22,6 +22,7 @@ mod raw;
 mod report;
 mod scale;
 mod seeds;
+mod spread;
 mod zookeeper;
 
 use clap::{Args, Parser, Subcommand};
@@ -48,10 +49,10 @@ pub struct Options {
     /// Backends, comma-separated: postgres, mysql, sqlite.
     #[arg(long, default_value = "postgres,mysql,sqlite", value_delimiter = ',')]
     pub backends: Vec<String>,
-    /// Benchmarks, comma-separated: failover, handover, locks, scale, footprint, curve.
+    /// Benchmarks, comma-separated: failover, handover, locks, scale, footprint, curve, spread.
     #[arg(
         long,
-        default_value = "failover,handover,locks,scale,footprint,curve",
+        default_value = "failover,handover,locks,scale,footprint,curve,spread",
         value_delimiter = ','
     )]
     pub only: Vec<String>,
@@ -183,6 +184,22 @@ enum Helper {
         #[arg(long)]
         out: PathBuf,
     },
+    /// One member of a spreading group; prints JSON lines until killed.
+    #[command(hide = true)]
+    SpreadMember {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        prefix: String,
+        #[arg(long)]
+        group: String,
+        #[arg(long)]
+        shards: u32,
+        #[arg(long)]
+        id: String,
+        #[arg(long, value_parser = humantime::parse_duration)]
+        ttl: Duration,
+    },
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -252,6 +269,15 @@ fn main() -> ExitCode {
             let json = serde_json::to_string(&held).map_err(|e| e.to_string())?;
             std::fs::write(&out, json).map_err(|e| format!("{}: {e}", out.display()))
         }),
+        Some(Helper::SpreadMember {
+            url,
+            prefix,
+            group,
+            shards,
+            id,
+            ttl,
+        }) => target(&url, &prefix)
+            .and_then(|t| runtime().block_on(spread::member(&t, &group, shards, &id, ttl))),
         None => install_metrics(cli.options.metrics)
             .and_then(|()| runtime().block_on(bench::main(cli.options))),
     };
