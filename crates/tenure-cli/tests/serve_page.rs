@@ -431,3 +431,79 @@ fn status_page_follows_a_leader_change_in_chromium() {
         eprintln!("copied to {}", docs.display());
     }
 }
+
+/// The renewal charts: a name the server renews (ttl 2 s, so every 500 ms) gets two
+/// sparklines with a point per renewal; a name nobody renews gets none.
+#[test]
+fn status_page_charts_the_renewals_of_a_name() {
+    let Some(program) = chromium() else {
+        return;
+    };
+    let rt = runtime();
+    let db = rt.block_on(Db::new(BackendKind::Sqlite)).expect("sqlite");
+    rt.block_on(db.campaign("still", "node-a", 60_000));
+    let server = db.serve(&[
+        "--campaign",
+        "charted",
+        "--candidate",
+        "web-1",
+        "--ttl",
+        "2s",
+        "--poll-interval",
+        "100ms",
+    ]);
+    let mut browser = Browser::launch(&program, &db.dir().join("chromium-profile"));
+    browser.open(&server.url("/"));
+
+    let charted = |selector: &str| {
+        format!("document.querySelector('tr[data-renewals=\"charted\"] {selector}')")
+    };
+    browser.until(
+        Duration::from_secs(30),
+        "both charts of charted have at least three renewals",
+        &format!(
+            "Number({}?.dataset.points) >= 3 && Number({}?.dataset.points) >= 3",
+            charted("svg.gap polyline"),
+            charted("svg.margin polyline")
+        ),
+    );
+    // One vertex per renewal, each inside the chart.
+    let vertices = browser.eval(&format!(
+        "{}.getAttribute('points').trim().split(' ').map((p) => p.split(',').map(Number))",
+        charted("svg.margin polyline")
+    ));
+    let vertices = vertices.as_array().expect("vertices");
+    assert!(vertices.len() >= 3, "{vertices:?}");
+    for v in vertices {
+        let (x, y) = (v[0].as_f64().unwrap(), v[1].as_f64().unwrap());
+        assert!(
+            (0.0..=180.0).contains(&x) && (0.0..=34.0).contains(&y),
+            "{v}"
+        );
+    }
+    // The figures: renewals about every 500 ms, with most of the 2 s lease left.
+    let mut figure = |class: &str| {
+        let text = browser.eval(&format!("{}.textContent", charted(class)));
+        let text = text.as_str().expect("text").to_string();
+        let last: f64 = text
+            .strip_prefix("last ")
+            .and_then(|t| t.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{text:?}"));
+        last
+    };
+    let gap = figure(".rn-gap");
+    let left = figure(".rn-left");
+    assert!(gap > 0.0 && gap < 2.0, "gap {gap}");
+    assert!(left > 0.0 && left <= 2.0, "lease left {left}");
+    assert!(
+        (gap + left - 2.0).abs() <= 0.02,
+        "with a constant ttl, gap + lease left = ttl: {gap} + {left}"
+    );
+    assert_eq!(
+        browser.eval(
+            "document.querySelector('tr[data-renewals=\"still\"] .rn-none')?.textContent ?? null"
+        ),
+        "no renewals seen yet"
+    );
+}

@@ -475,7 +475,9 @@ impl Seen {
 /// overlap (`handover --now`). Exact when a read saw the name vacant between the two tenures;
 /// when a read missed the vacancy, the previous expiry read may be one renewal old, so the
 /// figure is an upper bound by at most a poll interval. A name's first read, and its first
-/// tenure ever, record nothing. IO-free: the caller reads, this only compares.
+/// tenure ever, record nothing; the first read registers the name's histogram (exported at
+/// zero), so that a rate over it counts the first vacancy too. IO-free: the caller reads,
+/// this only compares.
 #[derive(Debug, Default)]
 pub struct Vacancies {
     /// Per name: the term and expiry of its latest read.
@@ -495,6 +497,10 @@ impl Vacancies {
             let seen = (lease.term, lease.expires_at);
             let before = self.last.insert(lease.name.clone(), seen);
             let Some((term, expired)) = before else {
+                // Exported at zero from the first read: Prometheus's `increase()` cannot see a
+                // series' first sample as a rise, so a first vacancy would go uncounted.
+                let _registered =
+                    metrics::histogram!(VACANCY_SECONDS, "name" => name_label(&lease.name));
                 continue;
             };
             if term == 0 || lease.term <= term {

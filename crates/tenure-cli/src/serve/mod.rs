@@ -12,6 +12,8 @@
 //! - `params`: path names, query parameters and admin bodies, parsed strictly (400 otherwise).
 //! - `watch`: the shared watcher. One database read per poll interval (and, on PostgreSQL, one
 //!   per NOTIFY) serves every waiting client, however many there are.
+//! - `renewals`: each name's renewals as the watcher reads them (the gap between renewals and
+//!   the lease left at each), for the status page's charts (`GET /v1/renewals`).
 //! - `consul`, `consul_node`: Consul's session and KV API (leader election, locks,
 //!   semaphores) on `tenure::consul`, and this instance as a Consul node (heartbeat of its
 //!   sessions without TTL, the reap of expired ones, the index blocking queries wait on).
@@ -29,6 +31,7 @@ mod go_duration;
 pub(crate) mod metrics;
 mod params;
 mod reads;
+mod renewals;
 mod watch;
 
 #[cfg(test)]
@@ -138,6 +141,7 @@ pub(crate) fn app(state: AppState) -> Router {
         .route("/v1/leader/{name}", get(reads::leader))
         .route("/v1/history/{name}", get(reads::history))
         .route("/v1/candidates/{name}", get(reads::candidates))
+        .route("/v1/renewals", get(renewals::renewals))
         .route("/v1/self", get(campaigns::campaigns))
         .route("/v1/self/{name}", get(campaigns::campaign))
         .route("/v1/leader-check/{name}", get(campaigns::leader_check))

@@ -6,11 +6,13 @@
 //! time left does not. A blocking query only watches the published [`View`]: a thousand
 //! waiting clients cost no more database reads than one. Each read also feeds the
 //! metrics of what the watcher sees: the leader and term of every name, and how long a name
-//! stood vacant before its next tenure (`tenure::telemetry::Vacancies`).
+//! stood vacant before its next tenure (`tenure::telemetry::Vacancies`), and each name's
+//! renewals for the status page's charts ([`Renewals`]).
 
+use super::renewals::{Renewals, RenewalsJson};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tenure::{ChangeKey, Changes, Lease, Snapshot, Store};
 use tokio::sync::watch;
@@ -102,6 +104,7 @@ impl View {
 pub(crate) struct Watcher {
     view: watch::Receiver<Arc<View>>,
     waiting: Arc<AtomicUsize>,
+    renewals: Arc<Mutex<Renewals>>,
     task: AbortHandle,
 }
 
@@ -111,12 +114,22 @@ impl Watcher {
     pub(crate) fn spawn(store: Store, interval: Duration) -> Watcher {
         let (tx, view) = watch::channel(Arc::new(View::default()));
         let changes = store.changes();
-        let task = tokio::spawn(poll(store, tx, interval, changes)).abort_handle();
+        let renewals = Arc::new(Mutex::new(Renewals::default()));
+        let task = tokio::spawn(poll(store, tx, interval, changes, renewals.clone()));
         Watcher {
             view,
             waiting: Arc::new(AtomicUsize::new(0)),
-            task,
+            renewals,
+            task: task.abort_handle(),
         }
+    }
+
+    /// The renewals seen so far, per name (`GET /v1/renewals`).
+    pub(crate) fn renewals(&self) -> RenewalsJson {
+        self.renewals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .json()
     }
 
     /// The latest view.
@@ -203,6 +216,7 @@ async fn poll(
     tx: watch::Sender<Arc<View>>,
     interval: Duration,
     mut changes: Changes,
+    renewals: Arc<Mutex<Renewals>>,
 ) {
     let mut view = View::default();
     let mut vacancies = tenure::telemetry::Vacancies::new();
@@ -214,6 +228,10 @@ async fn poll(
         match &result {
             Ok(snapshot) => {
                 vacancies.observe(snapshot);
+                renewals
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .observe(snapshot);
             }
             Err(e) => {
                 metrics::counter!("tenure_serve_poll_errors_total").increment(1);

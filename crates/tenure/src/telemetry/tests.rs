@@ -334,3 +334,43 @@ fn a_name_gone_from_the_table_is_forgotten() {
     let again = vacancies.observe(&read(30, vec![row("gone", Some("y"), 5, 20, 30)]));
     assert!(again.is_empty(), "{again:?}");
 }
+
+/// A name's vacancy histogram is exported at zero from its first read, so that Prometheus's
+/// `increase()` (which cannot see a series' first sample as a rise) counts its first vacancy:
+/// the vacancy alert rule depends on it.
+#[test]
+fn a_watched_name_is_exported_at_zero_before_its_first_vacancy() {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            metrics_exporter_prometheus::Matcher::Suffix("_seconds".into()),
+            SECONDS_BUCKETS,
+        )
+        .unwrap()
+        .build_recorder();
+    let handle = recorder.handle();
+    let mut vacancies = Vacancies::new();
+    metrics::with_local_recorder(&recorder, || {
+        vacancies.observe(&read(5, vec![row("first", Some("x"), 1, 0, 10)]));
+    });
+    let text = handle.render();
+    assert!(
+        text.contains("tenure_vacancy_seconds_count{name=\"first\"} 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tenure_vacancy_seconds_bucket{name=\"first\",le=\"30\"} 0"),
+        "{text}"
+    );
+    metrics::with_local_recorder(&recorder, || {
+        vacancies.observe(&read(60, vec![row("first", Some("y"), 2, 55, 65)]));
+    });
+    let text = handle.render();
+    assert!(
+        text.contains("tenure_vacancy_seconds_count{name=\"first\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("tenure_vacancy_seconds_bucket{name=\"first\",le=\"30\"} 0"),
+        "45 s is not within 30 s: {text}"
+    );
+}

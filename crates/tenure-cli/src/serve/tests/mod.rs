@@ -196,4 +196,5 @@ mod admin;
 mod campaigns;
 mod candidates;
 mod reads;
+mod renewals;
 mod waiting;
