@@ -10,7 +10,6 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tenure::candidates::Candidates;
-use tenure::Spread;
 
 #[derive(Serialize)]
 struct Status {
@@ -30,20 +29,18 @@ struct GroupJson {
     unowned: Vec<u32>,
 }
 
+/// Every group's assignment, read in one transaction.
 async fn groups(store: &tenure::Store) -> Result<Vec<GroupJson>, tenure::Error> {
-    let mut out = Vec::new();
-    for (group, shards) in tenure::spread::groups(store).await? {
-        let a = Spread::new(store.clone(), group, shards)?
-            .assignment()
-            .await?;
-        out.push(GroupJson {
+    let all = tenure::spread::assignments(store).await?;
+    Ok(all
+        .into_iter()
+        .map(|a| GroupJson {
             group: a.group,
             shards: a.shards,
             members: a.members,
             unowned: a.unowned,
-        });
-    }
-    Ok(out)
+        })
+        .collect())
 }
 
 fn list(shards: &[u32]) -> String {

@@ -34,6 +34,7 @@ pub struct CountingBackend {
     batches: AtomicU64,
     renewed: AtomicU64,
     reads: AtomicU64,
+    transactions: AtomicU64,
     slowest_batch_us: AtomicU64,
 }
 
@@ -48,6 +49,9 @@ pub struct Counts {
     pub renewed: u64,
     /// Reads: `get`, `list` and `history` calls.
     pub reads: u64,
+    /// `transaction` calls: the layers' transactions (candidates, spreading, Consul), one
+    /// each however many statements it runs.
+    pub transactions: u64,
 }
 
 impl Counts {
@@ -58,6 +62,7 @@ impl Counts {
             batches: self.batches - before.batches,
             renewed: self.renewed - before.renewed,
             reads: self.reads - before.reads,
+            transactions: self.transactions - before.transactions,
         }
     }
 }
@@ -71,6 +76,7 @@ impl CountingBackend {
             batches: AtomicU64::new(0),
             renewed: AtomicU64::new(0),
             reads: AtomicU64::new(0),
+            transactions: AtomicU64::new(0),
             slowest_batch_us: AtomicU64::new(0),
         }
     }
@@ -82,6 +88,7 @@ impl CountingBackend {
             batches: self.batches.load(Ordering::SeqCst),
             renewed: self.renewed.load(Ordering::SeqCst),
             reads: self.reads.load(Ordering::SeqCst),
+            transactions: self.transactions.load(Ordering::SeqCst),
         }
     }
 
@@ -104,6 +111,7 @@ impl Backend for CountingBackend {
         self.inner.apply(name, op, actor).await
     }
     async fn transaction(&self, body: &mut dyn super::tx::Body) -> Result<()> {
+        self.transactions.fetch_add(1, Ordering::SeqCst);
         self.inner.transaction(body).await
     }
     async fn renew_many(&self, holder: &str, leases: &[(String, u64)]) -> Result<Renewed> {

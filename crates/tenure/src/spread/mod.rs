@@ -63,7 +63,7 @@ mod view;
 
 pub use guard::ShardGuard;
 
-use crate::candidates::{Candidates, Registration};
+use crate::candidates::{Candidate, Candidates, Registration};
 use crate::config::Timing;
 use crate::error::{Error, Result};
 use crate::lock::{LockOptions, Locks};
@@ -103,15 +103,47 @@ const METADATA: &str = "spread:shards=";
 /// [`Error::Timeout`], database errors.
 pub async fn groups(store: &Store) -> Result<BTreeMap<String, u32>> {
     let roster = Candidates::new(store.clone()).live().await?;
+    Ok(groups_of(&roster.candidates))
+}
+
+/// The groups among live registrations: observers with the layer's metadata.
+fn groups_of(live: &[Candidate]) -> BTreeMap<String, u32> {
     let mut groups: BTreeMap<String, u32> = BTreeMap::new();
-    for c in roster.candidates.iter().filter(|c| c.observer) {
+    for c in live.iter().filter(|c| c.observer) {
         let shards = c.metadata.as_deref().and_then(|m| m.strip_prefix(METADATA));
         if let Some(n) = shards.and_then(|n| n.parse::<u32>().ok()) {
             let most = groups.entry(c.name.clone()).or_default();
             *most = (*most).max(n);
         }
     }
-    Ok(groups)
+    groups
+}
+
+/// Every group with live members ([`groups`]) and its assignment, all read in one
+/// transaction at one database instant; each group's members and shards in one statement,
+/// so no assignment mixes two moments.
+///
+/// # Errors
+/// [`Error::Timeout`], database errors.
+pub async fn assignments(store: &Store) -> Result<Vec<Assignment>> {
+    read(store, view::Which::All).await
+}
+
+/// Runs a [`view::Read`]: the assignments it saw.
+async fn read(store: &Store, which: view::Which<'_>) -> Result<Vec<Assignment>> {
+    let statements = OnceLock::new();
+    let registry = Candidates::new(store.clone());
+    let mut body = view::Read {
+        statements: &statements,
+        registry: &registry,
+        which,
+        seen: None,
+    };
+    store.transaction(&mut body).await?;
+    let (now, seen) = body
+        .seen
+        .ok_or(Error::Unsupported("a read that ran no transaction"))?;
+    Ok(seen.into_iter().map(|s| Assignment::of(now, s)).collect())
 }
 
 /// Checks a group of `shards` shards: at least one, and every shard's name a valid name.
@@ -276,41 +308,14 @@ impl Spread {
     /// # Errors
     /// [`Error::Timeout`], database errors.
     pub async fn assignment(&self) -> Result<Assignment> {
-        let roster = Candidates::new(self.store.clone())
-            .list(&self.group)
-            .await?;
-        let statements = OnceLock::new();
-        let mut body = view::Read {
-            statements: &statements,
+        let which = view::Which::One {
             group: &self.group,
             count: self.shards,
-            seen: None,
         };
-        self.store.transaction(&mut body).await?;
-        let (now, shards) = body
-            .seen
-            .ok_or(Error::Unsupported("a read that ran no transaction"))?;
-        let mut members: BTreeMap<String, Vec<u32>> = roster
-            .candidates
-            .iter()
-            .filter(|c| c.is_live(now))
-            .map(|c| (c.candidate.clone(), Vec::new()))
-            .collect();
-        let mut unowned = Vec::new();
-        for (i, owner) in (0..self.shards).zip(&shards.owners) {
-            match owner {
-                Some(holder) => members.entry(holder.clone()).or_default().push(i),
-                None => unowned.push(i),
-            }
-        }
-        Ok(Assignment {
-            group: self.group.clone(),
-            shards: self.shards,
-            now,
-            members,
-            unowned,
-            terms: shards.terms,
-        })
+        read(&self.store, which)
+            .await?
+            .pop()
+            .ok_or(Error::Unsupported("a read of one group that saw none"))
     }
 }
 
@@ -329,6 +334,28 @@ pub struct Assignment {
     pub unowned: Vec<u32>,
     /// Each shard's current term (0: never held).
     pub terms: Vec<u64>,
+}
+
+impl Assignment {
+    fn of(now: DbTime, seen: view::Seen) -> Assignment {
+        let mut members: BTreeMap<String, Vec<u32>> =
+            seen.members.into_iter().map(|m| (m, Vec::new())).collect();
+        let mut unowned = Vec::new();
+        for (i, owner) in (0..seen.count).zip(&seen.shards.owners) {
+            match owner {
+                Some(holder) => members.entry(holder.clone()).or_default().push(i),
+                None => unowned.push(i),
+            }
+        }
+        Assignment {
+            group: seen.group,
+            shards: seen.count,
+            now,
+            members,
+            unowned,
+            terms: seen.shards.terms,
+        }
+    }
 }
 
 /// A member of a group: a stream of the shards it takes ([`next`](Member::next)) and a

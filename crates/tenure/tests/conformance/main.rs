@@ -100,6 +100,7 @@ for_every_backend!([
     candidates::an_unmigrated_hand_wrapped_store_names_the_missing_table,
     spread::spread_settles_rebalances_and_never_doubles,
     spread::spread_members_sharing_an_id_never_share_a_shard,
+    spread::spread_assignment_is_one_read,
     bounds::release_at_least_is_bounded,
     bounds::lock_at_least_is_bounded,
     consul_contracts::consul_admin_changes_move_the_index,

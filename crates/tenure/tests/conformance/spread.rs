@@ -7,6 +7,7 @@ use crate::common::unique;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tenure::backend::CountingBackend;
 use tenure::{Member, Spread, Store};
 use tokio::time::{sleep, Instant};
 
@@ -185,4 +186,40 @@ pub(crate) async fn spread_members_sharing_an_id_never_share_a_shard(store: Stor
     assert!(violations.is_empty(), "{violations:?}");
     one.leave().await;
     two.leave().await;
+}
+
+/// A group's assignment is one read: `Spread::assignment` and `spread::assignments` each run
+/// one transaction (members and shards in one statement), with no other call, and agree with
+/// what the members' work holds.
+pub(crate) async fn spread_assignment_is_one_read(store: Store) {
+    let group = unique("oneread");
+    let record = Shared::default();
+    let a = start(join(&store, &group, "a").await, &record);
+    let b = start(join(&store, &group, "b").await, &record);
+    settle(&store, &group, &[&a, &b], 6, &record).await;
+
+    let counting = Arc::new(CountingBackend::new(store.backend().clone()));
+    let counted = Store::from_backend(counting.clone(), Duration::from_secs(10));
+    let spread = Spread::new(counted.clone(), &group, 12).unwrap();
+    let before = counting.counts();
+    let one = spread.assignment().await.unwrap();
+    let spent = counting.counts().since(before);
+    assert_eq!((spent.transactions, spent.applies, spent.reads), (1, 0, 0));
+
+    let before = counting.counts();
+    let all = tenure::spread::assignments(&counted).await.unwrap();
+    let spent = counting.counts().since(before);
+    assert_eq!((spent.transactions, spent.applies, spent.reads), (1, 0, 0));
+
+    let held = |w: &Worker| w.owned.borrow().iter().copied().collect::<Vec<u32>>();
+    let mine = all.iter().find(|g| g.group == group).expect("the group");
+    for seen in [&one, mine] {
+        assert_eq!(seen.shards, 12);
+        assert!(seen.unowned.is_empty(), "{seen:?}");
+        assert_eq!(seen.members.get("a"), Some(&held(&a)), "{seen:?}");
+        assert_eq!(seen.members.get("b"), Some(&held(&b)), "{seen:?}");
+        assert!(seen.terms.iter().all(|&t| t >= 1), "{seen:?}");
+    }
+    a.leave().await;
+    b.leave().await;
 }
