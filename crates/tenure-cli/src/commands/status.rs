@@ -4,10 +4,10 @@ use super::check_global;
 use crate::cli::Global;
 use crate::database;
 use crate::exit::{Outcome, OK};
+use crate::groups::GroupJson;
 use crate::output::{human_duration, print_json, print_table, time, LeaseJson};
 use crate::roster::{live_counts, LiveCount};
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::time::Duration;
 use tenure::candidates::Candidates;
 
@@ -18,29 +18,6 @@ struct Status {
     /// Only when a group has live members.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     groups: Vec<GroupJson>,
-}
-
-/// A spreading group's assignment: each live member's shards, and the shards nobody owns.
-#[derive(Serialize)]
-struct GroupJson {
-    group: String,
-    shards: u32,
-    members: BTreeMap<String, Vec<u32>>,
-    unowned: Vec<u32>,
-}
-
-/// Every group's assignment, read in one transaction.
-async fn groups(store: &tenure::Store) -> Result<Vec<GroupJson>, tenure::Error> {
-    let all = tenure::spread::assignments(store).await?;
-    Ok(all
-        .into_iter()
-        .map(|a| GroupJson {
-            group: a.group,
-            shards: a.shards,
-            members: a.members,
-            unowned: a.unowned,
-        })
-        .collect())
 }
 
 fn list(shards: &[u32]) -> String {
@@ -94,7 +71,7 @@ pub(super) async fn status(global: &Global) -> Outcome {
             live: counts.get(&l.name).copied().unwrap_or_default(),
         })
         .collect();
-    let groups = groups(&store).await?;
+    let groups = crate::groups::read(&store).await?;
     if global.json {
         print_json(&Status {
             now: time(snapshot.now),

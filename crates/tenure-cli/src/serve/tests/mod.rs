@@ -195,5 +195,6 @@ async fn app_state_ready(app: &Router) -> bool {
 mod admin;
 mod campaigns;
 mod candidates;
+mod groups;
 mod reads;
 mod waiting;
