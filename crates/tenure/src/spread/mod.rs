@@ -12,6 +12,12 @@
 //!   leading zeros: `jobs/0` … `jobs/11`), an ordinary lease name (1..=191 bytes) — so
 //!   `tenure leader jobs/3`, `tenure history jobs/3` and fencing work on a shard as on any
 //!   lease. [`shard_name`] builds it.
+//! - **A group's name is no election's**: [`Spread::join`] refuses a group named like a lease
+//!   (an election or a lock) or one with live candidates of an election, and
+//!   [`check_no_group`] (run by `tenure run`, `lock` and `every`) refuses a live group's name
+//!   and its shards' names for an election or a lock. Only registrations that are members
+//!   (observers with `spread:shards=N`) count as members, so an elector of the group's name
+//!   that slipped past the checks takes no share.
 //! - **Membership** is the candidate registry (`<prefix>candidate`): a member registers as an
 //!   observer of the group's name `GROUP` (which no election uses), its weight as its
 //!   priority and `spread:shards=N` as its metadata (so that [`groups`] finds the group and
@@ -59,9 +65,12 @@
 
 mod guard;
 mod member;
+mod names;
 mod view;
 
 pub use guard::ShardGuard;
+pub use names::check_no_group;
+use names::{check_name_is_free, shards_in};
 
 use crate::candidates::{Candidate, Candidates, Registration};
 use crate::config::Timing;
@@ -106,12 +115,11 @@ pub async fn groups(store: &Store) -> Result<BTreeMap<String, u32>> {
     Ok(groups_of(&roster.candidates))
 }
 
-/// The groups among live registrations: observers with the layer's metadata.
+/// The groups among live registrations: their members' names.
 fn groups_of(live: &[Candidate]) -> BTreeMap<String, u32> {
     let mut groups: BTreeMap<String, u32> = BTreeMap::new();
     for c in live.iter().filter(|c| c.observer) {
-        let shards = c.metadata.as_deref().and_then(|m| m.strip_prefix(METADATA));
-        if let Some(n) = shards.and_then(|n| n.parse::<u32>().ok()) {
+        if let Some(n) = shards_in(c.metadata.as_deref()) {
             let most = groups.entry(c.name.clone()).or_default();
             *most = (*most).max(n);
         }
@@ -237,8 +245,10 @@ impl Spread {
     /// tick runs at once.
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a bad member id, a weight or cap of 0, or a weight above
-    /// `i32::MAX`; [`Error::UnsafeTiming`] for a ttl the timing model refuses.
+    /// [`Error::Invalid`] for a bad member id, a weight or cap of 0, a weight above
+    /// `i32::MAX`, or a group whose name is a lease's or has live candidates of an election
+    /// (what `group`); [`Error::UnsafeTiming`] for a ttl the timing model refuses;
+    /// [`Error::Timeout`] and database errors from the check of the name.
     pub async fn join(self) -> Result<Member> {
         let id = self
             .member
@@ -259,6 +269,7 @@ impl Spread {
             });
         }
         let timing = Timing::from_ttl(self.ttl)?;
+        check_name_is_free(&self.store, &self.group).await?;
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         let store = self.store.with_timeout(timing.db_timeout());
         let registration = Registration {

@@ -18,8 +18,9 @@ pub(super) struct Statements {
     shards: String,
     /// A group's assignment in one statement, so one snapshot on every engine (a transaction
     /// of several statements at READ COMMITTED could see a member and the shards at two
-    /// moments): the group's registered members (`term` -1, the id as `name`, no holder) and
-    /// its shards' lease rows. Parameters: the group, the range's start and end.
+    /// moments): the registrations of the group's name (`term` -1 for an observer, -2 for a
+    /// campaigner; the id as `name`, the metadata as `holder`) and its shards' lease rows.
+    /// Parameters: the group, the range's start and end.
     assignment: String,
 }
 
@@ -29,12 +30,13 @@ impl Statements {
         let t = d.text;
         Statements {
             assignment: format!(
-                "SELECT {} AS name, NULL AS holder, -1 AS term, {} AS expires_us \
-                 FROM {prefix}candidate WHERE name = {} \
+                "SELECT {} AS name, {} AS holder, CASE WHEN observer THEN -1 ELSE -2 END AS term, \
+                 {} AS expires_us FROM {prefix}candidate WHERE name = {} \
                  UNION ALL \
                  SELECT {} AS name, {} AS holder, term, {} AS expires_us FROM {prefix}lease \
                  WHERE name >= {} AND name < {}",
                 t("candidate"),
+                t("metadata"),
                 (d.to_us)("expires_at"),
                 p(1),
                 t("name"),
@@ -139,8 +141,10 @@ async fn assignment(
         shards: Shards::new(count),
     };
     for row in rows {
-        if row.int("term")? < 0 {
-            if DbTime(row.int("expires_us")?) > now {
+        let term = row.int("term")?;
+        if term < 0 {
+            let member = term == -1 && super::names::is_member_metadata(row.opt_text("holder")?);
+            if member && DbTime(row.int("expires_us")?) > now {
                 seen.members.push(row.text("name")?);
             }
         } else {
@@ -179,9 +183,10 @@ impl Body for Tick<'_> {
     async fn run(&mut self, tx: &mut dyn Tx) -> Result<Outcome> {
         let r = self.registration;
         let (now, rows) = self.registry.register_in(tx, r).await?;
+        // Members only: an elector campaigning for the group's name is no member.
         let members: Vec<Candidate> = rows
             .into_iter()
-            .filter(|c| c.is_live(now) && c.candidate != r.candidate)
+            .filter(|c| c.is_live(now) && c.candidate != r.candidate && super::names::is_member(c))
             .collect();
         let shards = shards(self.statements, tx, &r.name, self.count, now).await?;
         self.seen = Some((now, members, shards));

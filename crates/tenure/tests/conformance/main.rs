@@ -17,6 +17,7 @@ mod locks;
 mod ops;
 mod schedule;
 mod spread;
+mod spread_names;
 mod stall;
 
 use fence::fence_tests;
@@ -101,6 +102,8 @@ for_every_backend!([
     spread::spread_settles_rebalances_and_never_doubles,
     spread::spread_members_sharing_an_id_never_share_a_shard,
     spread::spread_assignment_is_one_read,
+    spread_names::spread_refuses_a_group_named_like_a_lease,
+    spread_names::spread_counts_no_elector_of_its_name_as_a_member,
     bounds::release_at_least_is_bounded,
     bounds::lock_at_least_is_bounded,
     consul_contracts::consul_admin_changes_move_the_index,

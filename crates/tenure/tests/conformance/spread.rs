@@ -19,14 +19,14 @@ const WITHIN: Duration = Duration::from_secs(40);
 /// What the members' work saw: per shard who works on it now and the last term it started,
 /// and every start in order.
 #[derive(Default)]
-struct Record {
+pub(crate) struct Record {
     working: BTreeMap<u32, (String, u64)>,
     last_term: BTreeMap<u32, u64>,
     starts: Vec<(String, u32, u64)>,
     violations: Vec<String>,
 }
 
-type Shared = Arc<Mutex<Record>>;
+pub(crate) type Shared = Arc<Mutex<Record>>;
 
 /// Records the start of `guard`'s work (checking that nobody else works on the shard and that
 /// its term is above the last one), then waits in the background for `lost()`, records the
@@ -60,13 +60,13 @@ fn work(id: &str, guard: tenure::ShardGuard, record: &Shared) {
 }
 
 /// A member and the loop that works on every shard it gets, until told to stop.
-struct Worker {
+pub(crate) struct Worker {
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<Member>,
     owned: tokio::sync::watch::Receiver<std::collections::BTreeSet<u32>>,
 }
 
-fn start(mut member: Member, record: &Shared) -> Worker {
+pub(crate) fn start(mut member: Member, record: &Shared) -> Worker {
     let owned = member.owned();
     let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
     let record = record.clone();
@@ -86,7 +86,7 @@ fn start(mut member: Member, record: &Shared) -> Worker {
 }
 
 impl Worker {
-    async fn leave(self) {
+    pub(crate) async fn leave(self) {
         self.stop.send(()).unwrap();
         self.task.await.unwrap().leave().await;
     }
@@ -96,7 +96,7 @@ impl Worker {
     }
 }
 
-async fn join(store: &Store, group: &str, id: &str) -> Member {
+pub(crate) async fn join(store: &Store, group: &str, id: &str) -> Member {
     Spread::new(store.clone(), group, 12)
         .unwrap()
         .member(id)
@@ -108,7 +108,13 @@ async fn join(store: &Store, group: &str, id: &str) -> Member {
 
 /// Waits (bounded) until the workers own `want` shards each, all different, and the
 /// database's assignment says the same.
-async fn settle(store: &Store, group: &str, workers: &[&Worker], want: usize, record: &Shared) {
+pub(crate) async fn settle(
+    store: &Store,
+    group: &str,
+    workers: &[&Worker],
+    want: usize,
+    record: &Shared,
+) {
     let spread = Spread::new(store.clone(), group, 12).unwrap();
     let start = Instant::now();
     loop {
