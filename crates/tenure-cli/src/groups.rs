@@ -11,6 +11,9 @@ pub(crate) struct GroupJson {
     pub(crate) shards: u32,
     pub(crate) members: BTreeMap<String, Vec<u32>>,
     pub(crate) unowned: Vec<u32>,
+    /// The paused shards (`tenure pause GROUP`), only when there are any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub(crate) paused: Vec<u32>,
 }
 
 /// Every group with live members, by name (`tenure::spread::assignments`: one transaction).
@@ -23,6 +26,7 @@ pub(crate) async fn read(store: &tenure::Store) -> Result<Vec<GroupJson>, tenure
             shards: a.shards,
             members: a.members,
             unowned: a.unowned,
+            paused: a.paused,
         })
         .collect())
 }

@@ -184,4 +184,62 @@ fn spread(kind: BackendKind) {
     assert!(shards.iter().all(|l| l["holder"].is_null()), "{v}");
 }
 
-per_backend!(spread);
+/// `tenure pause GROUP` stops every shard's command and keeps every shard free while paused;
+/// `tenure resume GROUP` brings it back to 6/6, each shard with a higher term and never two
+/// runs at once.
+fn spread_pause(kind: BackendKind) {
+    let Some(b) = backend(kind) else {
+        return;
+    };
+    let mut kids = Children::new(&b.log());
+    let m1 = member(&b, "m1");
+    let m2 = member(&b, "m2");
+    kids.wait_until(SETTLE, "6/6", |r| balanced(r, &["m1", "m2"], 6));
+
+    let paused = b.tenure(&["pause", "grp", "--json"]).output().unwrap();
+    assert!(paused.status.success(), "{paused:?}");
+    let answer: serde_json::Value = serde_json::from_slice(&paused.stdout).unwrap();
+    assert_eq!(
+        answer,
+        serde_json::json!({"action": "pause", "group": "grp", "shards": 12, "changed": 12})
+    );
+    let stopped = |r: &[Interval]| r.iter().all(|i| i.stop.is_some());
+    kids.wait_until(TTL * 3, "every shard's command stopped", stopped);
+    // While paused (two ttls: several renew intervals of each member) nothing starts again,
+    // and the status shows every shard paused and unowned.
+    let quiet_until = Instant::now() + TTL * 2;
+    while Instant::now() < quiet_until {
+        let running = kids.running();
+        assert!(running.is_empty(), "started while paused: {running:#?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = b.tenure(&["status", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let all: Vec<u32> = (0..12).collect();
+    assert_eq!(v["groups"][0]["paused"], serde_json::json!(all), "{v}");
+    assert_eq!(v["groups"][0]["unowned"], serde_json::json!(all), "{v}");
+
+    let resumed = b.tenure(&["resume", "grp"]).output().unwrap();
+    assert!(resumed.status.success(), "{resumed:?}");
+    let said = String::from_utf8_lossy(&resumed.stdout);
+    assert!(
+        said.contains("grp: resumed the group's 12 shards"),
+        "{said}"
+    );
+    kids.wait_until(SETTLE, "6/6 after the resume", |r| {
+        balanced(r, &["m1", "m2"], 6)
+    });
+    check_history(&mut kids);
+    for m in [m1, m2] {
+        let mut m = m;
+        kill(m.pid(), Signal::SIGTERM).unwrap();
+        assert_eq!(
+            wait_exit(&mut m.0, Duration::from_secs(20)),
+            0,
+            "{}",
+            kids.logs()
+        );
+    }
+}
+
+per_backend!(spread, spread_pause);

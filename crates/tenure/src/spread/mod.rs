@@ -330,6 +330,41 @@ impl Spread {
     }
 }
 
+impl Spread {
+    /// Pauses the whole group: every shard's lease (`GROUP/0` … `GROUP/N-1`) paused in one
+    /// transaction, each with its `paused` event (by `actor`). Each owner's work is stopped as
+    /// at any step-down — the shard's renewal is refused at the member's next keep-alive, its
+    /// guard reports lost, and the lease is released once the work drops it — and no member
+    /// takes a paused shard until [`resume`](Spread::resume). Returns each shard's answer.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`], database errors (then no shard was paused).
+    pub async fn pause(&self, actor: &str) -> Result<Vec<crate::Applied>> {
+        self.admin(crate::Op::Pause, actor).await
+    }
+
+    /// Ends a pause of the whole group ([`pause`](Spread::pause)): every shard resumed in one
+    /// transaction; the members take them again at their next tick.
+    ///
+    /// # Errors
+    /// As [`pause`](Spread::pause).
+    pub async fn resume(&self, actor: &str) -> Result<Vec<crate::Applied>> {
+        self.admin(crate::Op::Resume, actor).await
+    }
+
+    async fn admin(&self, op: crate::Op, actor: &str) -> Result<Vec<crate::Applied>> {
+        let mut body = view::Admin {
+            group: &self.group,
+            count: self.shards,
+            op,
+            actor,
+            applied: Vec::new(),
+        };
+        self.store.transaction(&mut body).await?;
+        Ok(body.applied)
+    }
+}
+
 /// A group's assignment, as one read saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Assignment {
@@ -345,6 +380,8 @@ pub struct Assignment {
     pub unowned: Vec<u32>,
     /// Each shard's current term (0: never held).
     pub terms: Vec<u64>,
+    /// The shards paused ([`Spread::pause`], or `tenure pause GROUP/i`): nobody takes them.
+    pub paused: Vec<u32>,
 }
 
 impl Assignment {
@@ -365,6 +402,10 @@ impl Assignment {
             members,
             unowned,
             terms: seen.shards.terms,
+            paused: (0..seen.count)
+                .zip(&seen.shards.paused)
+                .filter_map(|(i, &p)| p.then_some(i))
+                .collect(),
         }
     }
 }

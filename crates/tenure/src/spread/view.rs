@@ -13,14 +13,15 @@ use std::sync::OnceLock;
 /// they read the primary key's range.
 #[derive(Debug)]
 pub(super) struct Statements {
-    /// Every lease row of a group's shards, with holder, term and expiry. Parameters: the
-    /// range's start (`GROUP/`) and end (`GROUP0`).
+    /// Every lease row of a group's shards, with holder, term, paused (as `flag`) and expiry.
+    /// Parameters: the range's start (`GROUP/`) and end (`GROUP0`).
     shards: String,
     /// A group's assignment in one statement, so one snapshot on every engine (a transaction
     /// of several statements at READ COMMITTED could see a member and the shards at two
-    /// moments): the registrations of the group's name (`term` -1 for an observer, -2 for a
-    /// campaigner; the id as `name`, the metadata as `holder`) and its shards' lease rows.
-    /// Parameters: the group, the range's start and end.
+    /// moments): the registrations of the group's name (`term` -1, the id as `name`, the
+    /// metadata as `holder`, `observer` as `flag`) and its shards' lease rows (`paused` as
+    /// `flag`: both columns are of one type on each engine). Parameters: the group, the
+    /// range's start and end.
     assignment: String,
 }
 
@@ -30,11 +31,11 @@ impl Statements {
         let t = d.text;
         Statements {
             assignment: format!(
-                "SELECT {} AS name, {} AS holder, CASE WHEN observer THEN -1 ELSE -2 END AS term, \
+                "SELECT {} AS name, {} AS holder, -1 AS term, observer AS flag, \
                  {} AS expires_us FROM {prefix}candidate WHERE name = {} \
                  UNION ALL \
-                 SELECT {} AS name, {} AS holder, term, {} AS expires_us FROM {prefix}lease \
-                 WHERE name >= {} AND name < {}",
+                 SELECT {} AS name, {} AS holder, term, paused AS flag, {} AS expires_us \
+                 FROM {prefix}lease WHERE name >= {} AND name < {}",
                 t("candidate"),
                 t("metadata"),
                 (d.to_us)("expires_at"),
@@ -46,8 +47,8 @@ impl Statements {
                 p(3)
             ),
             shards: format!(
-                "SELECT {} AS name, {} AS holder, term, {} AS expires_us FROM {prefix}lease \
-                 WHERE name >= {} AND name < {}",
+                "SELECT {} AS name, {} AS holder, term, paused AS flag, {} AS expires_us \
+                 FROM {prefix}lease WHERE name >= {} AND name < {}",
                 t("name"),
                 t("holder"),
                 (d.to_us)("expires_at"),
@@ -65,6 +66,8 @@ pub(super) struct Shards {
     pub(super) owners: Vec<Option<String>>,
     /// Per shard: its current term (0: never held).
     pub(super) terms: Vec<u64>,
+    /// Per shard: paused (nobody takes it, its holder steps down).
+    pub(super) paused: Vec<bool>,
 }
 
 fn statements<'s>(cell: &'s OnceLock<Statements>, tx: &dyn Tx) -> &'s Statements {
@@ -76,6 +79,7 @@ impl Shards {
         Shards {
             owners: vec![None; count as usize],
             terms: vec![0; count as usize],
+            paused: vec![false; count as usize],
         }
     }
 
@@ -89,6 +93,7 @@ impl Shards {
         let live = DbTime(row.int("expires_us")?) > now;
         self.owners[i as usize] = row.opt_text("holder")?.filter(|_| live);
         self.terms[i as usize] = u64::try_from(row.int("term")?).unwrap_or(0);
+        self.paused[i as usize] = row.boolean("flag")?;
         Ok(())
     }
 }
@@ -141,9 +146,9 @@ async fn assignment(
         shards: Shards::new(count),
     };
     for row in rows {
-        let term = row.int("term")?;
-        if term < 0 {
-            let member = term == -1 && super::names::is_member_metadata(row.opt_text("holder")?);
+        if row.int("term")? < 0 {
+            let observer = row.boolean("flag")?;
+            let member = observer && super::names::is_member_metadata(row.opt_text("holder")?);
             if member && DbTime(row.int("expires_us")?) > now {
                 seen.members.push(row.text("name")?);
             }
@@ -240,6 +245,41 @@ impl Body for Read<'_> {
             seen.push(assignment(self.statements, tx, &group, count, now).await?);
         }
         self.seen = Some((now, seen));
+        Ok(Outcome::Commit)
+    }
+}
+
+/// An operator's action on every shard of a group (pause, resume), in one transaction: each
+/// shard's lease decided by the model under its row's lock, with its history event.
+pub(super) struct Admin<'a> {
+    pub(super) group: &'a str,
+    pub(super) count: u32,
+    pub(super) op: crate::model::Op,
+    pub(super) actor: &'a str,
+    pub(super) applied: Vec<crate::records::Applied>,
+}
+
+#[async_trait::async_trait]
+impl Body for Admin<'_> {
+    fn writes(&self) -> bool {
+        true
+    }
+
+    fn op(&self) -> &'static str {
+        "spread_admin"
+    }
+
+    fn name(&self) -> Option<&str> {
+        Some(self.group)
+    }
+
+    async fn run(&mut self, tx: &mut dyn Tx) -> Result<Outcome> {
+        self.applied.clear();
+        for i in 0..self.count {
+            let name = super::shard_name(self.group, i);
+            let applied = tx.lease(&name, &self.op, self.actor, None).await?;
+            self.applied.push(applied);
+        }
         Ok(Outcome::Commit)
     }
 }

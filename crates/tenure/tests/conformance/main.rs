@@ -18,6 +18,7 @@ mod ops;
 mod schedule;
 mod spread;
 mod spread_names;
+mod spread_pause;
 mod stall;
 
 use fence::fence_tests;
@@ -104,6 +105,7 @@ for_every_backend!([
     spread::spread_assignment_is_one_read,
     spread_names::spread_refuses_a_group_named_like_a_lease,
     spread_names::spread_counts_no_elector_of_its_name_as_a_member,
+    spread_pause::spread_pause_stops_every_shard_until_resumed,
     bounds::release_at_least_is_bounded,
     bounds::lock_at_least_is_bounded,
     consul_contracts::consul_admin_changes_move_the_index,

@@ -20,9 +20,9 @@ const WITHIN: Duration = Duration::from_secs(40);
 /// and every start in order.
 #[derive(Default)]
 pub(crate) struct Record {
-    working: BTreeMap<u32, (String, u64)>,
+    pub(crate) working: BTreeMap<u32, (String, u64)>,
     last_term: BTreeMap<u32, u64>,
-    starts: Vec<(String, u32, u64)>,
+    pub(crate) starts: Vec<(String, u32, u64)>,
     violations: Vec<String>,
 }
 
@@ -91,7 +91,7 @@ impl Worker {
         self.task.await.unwrap().leave().await;
     }
 
-    fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.owned.borrow().len()
     }
 }
