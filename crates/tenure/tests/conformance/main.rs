@@ -19,7 +19,9 @@ mod schedule;
 mod spread;
 mod spread_names;
 mod spread_pause;
+mod spread_stall;
 mod stall;
+mod stalling;
 
 use fence::fence_tests;
 use stall::stall_tests;
@@ -106,6 +108,7 @@ for_every_backend!([
     spread_names::spread_refuses_a_group_named_like_a_lease,
     spread_names::spread_counts_no_elector_of_its_name_as_a_member,
     spread_pause::spread_pause_stops_every_shard_until_resumed,
+    spread_stall::spread_a_stalled_member_stops_before_its_shards_move,
     bounds::release_at_least_is_bounded,
     bounds::lock_at_least_is_bounded,
     consul_contracts::consul_admin_changes_move_the_index,

@@ -21,9 +21,9 @@ const WITHIN: Duration = Duration::from_secs(40);
 #[derive(Default)]
 pub(crate) struct Record {
     pub(crate) working: BTreeMap<u32, (String, u64)>,
-    last_term: BTreeMap<u32, u64>,
+    pub(crate) last_term: BTreeMap<u32, u64>,
     pub(crate) starts: Vec<(String, u32, u64)>,
-    violations: Vec<String>,
+    pub(crate) violations: Vec<String>,
 }
 
 pub(crate) type Shared = Arc<Mutex<Record>>;
@@ -63,7 +63,7 @@ fn work(id: &str, guard: tenure::ShardGuard, record: &Shared) {
 pub(crate) struct Worker {
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<Member>,
-    owned: tokio::sync::watch::Receiver<std::collections::BTreeSet<u32>>,
+    pub(crate) owned: tokio::sync::watch::Receiver<std::collections::BTreeSet<u32>>,
 }
 
 pub(crate) fn start(mut member: Member, record: &Shared) -> Worker {
