@@ -494,6 +494,19 @@ fn status_page_shows_a_spreading_groups_assignment_in_chromium() {
         "the shards the member's work holds"
     );
 
+    // The whole group paused: every shard listed as paused, none owned.
+    let spread = tenure::Spread::new(db.store.clone(), "jobs", 5).unwrap();
+    rt.block_on(spread.pause("test")).expect("pause");
+    browser.until(
+        Duration::from_secs(15),
+        "the page shows the 5 shards paused and m-1 owning none",
+        &format!(
+            "{}?.textContent === '5' && {}?.textContent === '0'",
+            group_row("(paused)", "owns"),
+            group_row("m-1", "owns")
+        ),
+    );
+
     rt.block_on(member.leave());
     browser.until(
         Duration::from_secs(15),

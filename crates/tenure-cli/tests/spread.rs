@@ -219,6 +219,9 @@ fn spread_pause(kind: BackendKind) {
     let all: Vec<u32> = (0..12).collect();
     assert_eq!(v["groups"][0]["paused"], serde_json::json!(all), "{v}");
     assert_eq!(v["groups"][0]["unowned"], serde_json::json!(all), "{v}");
+    let table = b.tenure(&["status"]).output().unwrap();
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("(paused)"), "{table}");
 
     let resumed = b.tenure(&["resume", "grp"]).output().unwrap();
     assert!(resumed.status.success(), "{resumed:?}");

@@ -1,12 +1,12 @@
 //! A group's name is no election's (issue 29), at the command line, on SQLite, PostgreSQL and
-//! MariaDB: `tenure spread` refuses a group named like a lease, and `tenure run` / `lock`
-//! refuse a live group's name and its shards' names — each with a one-line error naming the
-//! value and exit code 64, changing nothing.
+//! MariaDB: `tenure spread` refuses a group named like a lease, and `tenure run` / `lock` /
+//! `every` / `serve --campaign` refuse a live group's name and its shards' names — each with a
+//! one-line error naming the value and exit code 64, changing nothing.
 
 mod support;
 
 use std::time::{Duration, Instant};
-use support::leaders::{backend, wait_exit, Backend};
+use support::leaders::{backend, wait_exit, Backend, Tenure};
 use support::BackendKind;
 
 /// Runs `tenure ARGS` to its end: its exit code and stderr.
@@ -70,6 +70,20 @@ fn spread_names(kind: BackendKind) {
     let rule = "only the group's members take it";
     assert_refused(&b, &["lock", "jobs/1", "--", "true"], "jobs/1", rule);
     assert_refused(&b, &["every", "1m", "jobs/0", "--", "true"], "jobs/0", rule);
+    // `tenure serve --campaign` too, before it listens (a port of this test's range).
+    let mut serve = Tenure(
+        b.tenure(&["serve", "--listen", "127.0.0.1:41729", "--campaign", "jobs"])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn tenure serve"),
+    );
+    let code = wait_exit(&mut serve.0, Duration::from_secs(20));
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut serve.0.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(code, 64, "{stderr}");
+    assert!(stderr.contains("invalid name \"jobs\""), "{stderr}");
     // Beyond the group's shards, or not a shard's spelling: an ordinary name.
     for other in ["jobs/2", "jobs/01", "jobs/x"] {
         let (code, stderr) = refused(&b, &["lock", other, "--", "true"]);

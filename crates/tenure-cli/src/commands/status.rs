@@ -45,6 +45,9 @@ fn print_groups(groups: &[GroupJson]) {
         if !g.unowned.is_empty() {
             rows.push(row("(unowned)", &g.unowned));
         }
+        if !g.paused.is_empty() {
+            rows.push(row("(paused)", &g.paused));
+        }
     }
     println!();
     print_table(&["GROUP", "SHARDS", "MEMBER", "OWNS", "WHICH"], &rows);

@@ -14,8 +14,8 @@
 //!   lease. [`shard_name`] builds it.
 //! - **A group's name is no election's**: [`Spread::join`] refuses a group named like a lease
 //!   (an election or a lock) or one with live candidates of an election, and
-//!   [`check_no_group`] (run by `tenure run`, `lock` and `every`) refuses a live group's name
-//!   and its shards' names for an election or a lock. Only registrations that are members
+//!   [`check_no_group`] (run by `tenure run`, `lock`, `every` and `serve --campaign`) refuses
+//!   a live group's name and its shards' names for an election or a lock. Only registrations that are members
 //!   (observers with `spread:shards=N`) count as members, so an elector of the group's name
 //!   that slipped past the checks takes no share.
 //! - **Membership** is the candidate registry (`<prefix>candidate`): a member registers as an

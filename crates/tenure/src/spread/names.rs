@@ -25,7 +25,8 @@ pub(super) fn is_member(c: &Candidate) -> bool {
 /// Refuses `name` for an election or a lock when it belongs to a live spreading group: the
 /// group's own name (its members register under it), or one of its shards' (`GROUP/i`, `i`
 /// below the group's shard count), which the group's members take and give back. The edge
-/// check of `tenure run`, `lock` and `every`; the other half of the rule is [`Spread::join`](super::Spread::join)'s.
+/// check of `tenure run`, `lock`, `every` and `serve --campaign`; the other half of the rule
+/// is [`Spread::join`](super::Spread::join)'s.
 ///
 /// # Errors
 /// [`Error::Invalid`] naming the rule; [`Error::Timeout`], database errors.
