@@ -32,6 +32,9 @@
 //!   under its share it tries to take free shards ([`Locks::try_lock`], one statement each).
 //! - **Renewal**: a member's shards are locks of one [`Locks`] (its holder id is the member
 //!   id), so one keep-alive task renews them all in one batch per renew interval.
+//! - **Pausing**: [`Spread::pause`] pauses every shard's lease in one transaction: each owner's
+//!   renewal is refused, so its guard reports lost at its next keep-alive, and no member takes
+//!   a paused shard until [`Spread::resume`].
 //! - **Leaving**: [`Member::leave`] (or dropping the [`Member`]) surrenders every shard, waits
 //!   (at most a ttl) for the work to drop the guards, and drops the registration.
 //!

@@ -1,6 +1,7 @@
 //! The spreading layer's transactions: a member's tick (it registers, and reads the live
-//! members and every shard's live owner, in one transaction under the database's clock) and
-//! the read of a group's shards.
+//! members and every shard's live owner, in one transaction under the database's clock), the
+//! read of groups' assignments (each group's members and shards in one statement), and an
+//! operator's pause or resume of every shard of a group.
 
 use crate::backend::tx::{Arg, Body, Dialect, Outcome, Row, Tx};
 use crate::candidates::{Candidate, Candidates, Registration};
