@@ -111,9 +111,10 @@ pub(crate) enum Command {
     Demote(DemoteArgs),
     /// Hand NAME over to CANDIDATE.
     Handover(HandoverArgs),
-    /// Pause NAME: its leader steps down and nobody acquires until resumed.
+    /// Pause NAME: its leader steps down and nobody acquires until resumed (for a live
+    /// spreading group's name: every shard of the group).
     Pause(NameArg),
-    /// Resume a paused NAME.
+    /// Resume a paused NAME (for a live spreading group's name: every shard of the group).
     Resume(NameArg),
     /// Create tenure's tables, or print the DDL for a DBA.
     Migrate(MigrateArgs),

@@ -16,6 +16,7 @@ mod cli;
 mod commands;
 mod database;
 mod exit;
+mod groups;
 mod health;
 mod lead;
 mod logging;

@@ -507,3 +507,86 @@ fn status_page_charts_the_renewals_of_a_name() {
         "no renewals seen yet"
     );
 }
+
+/// The spreading groups' section: hidden without groups, then each member's shards and the
+/// unowned ones, as `GET /v1/groups` gives them; hidden again once the member left.
+#[test]
+fn status_page_shows_a_spreading_groups_assignment_in_chromium() {
+    let Some(program) = chromium() else {
+        return;
+    };
+    // The member's task runs on this runtime's worker while the test drives the browser.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let db = rt.block_on(Db::new(BackendKind::Sqlite)).expect("sqlite");
+    rt.block_on(db.campaign("billing-cron", "node-a", 60_000));
+    let server = db.serve(&["--poll-interval", "200ms"]);
+    let mut browser = Browser::launch(&program, &db.dir().join("chromium-profile"));
+    browser.open(&server.url("/"));
+    browser.until(
+        Duration::from_secs(15),
+        "the page shows the leases",
+        &format!(
+            "{}?.textContent === 'node-a'",
+            row("billing-cron", ".holder")
+        ),
+    );
+    assert_eq!(
+        browser.eval("document.getElementById('groups').hidden"),
+        true,
+        "no groups, no section"
+    );
+
+    // One member, at most 2 of 5 shards: 3 stay unowned.
+    let member = rt
+        .block_on(
+            tenure::Spread::new(db.store.clone(), "jobs", 5)
+                .unwrap()
+                .member("m-1")
+                .max_per_member(2)
+                .ttl(Duration::from_secs(4))
+                .join(),
+        )
+        .expect("join");
+    let group_row = |who: &str, cell: &str| {
+        format!("document.querySelector('tr[data-group=\"jobs\"][data-member=\"{who}\"] .{cell}')")
+    };
+    browser.until(
+        Duration::from_secs(15),
+        "the page shows m-1 owning 2 of jobs' 5 shards",
+        &format!(
+            "!document.getElementById('groups').hidden && {}?.textContent === '2' && {}?.textContent === '3'",
+            group_row("m-1", "owns"),
+            group_row("(unowned)", "owns")
+        ),
+    );
+    let held: Vec<String> = member.owned().borrow().iter().map(u32::to_string).collect();
+    assert_eq!(
+        browser.eval(&format!("{}.textContent", group_row("m-1", "which"))),
+        held.join(", ").as_str(),
+        "the shards the member's work holds"
+    );
+
+    // The whole group paused: every shard listed as paused, none owned.
+    let spread = tenure::Spread::new(db.store.clone(), "jobs", 5).unwrap();
+    rt.block_on(spread.pause("test")).expect("pause");
+    browser.until(
+        Duration::from_secs(15),
+        "the page shows the 5 shards paused and m-1 owning none",
+        &format!(
+            "{}?.textContent === '5' && {}?.textContent === '0'",
+            group_row("(paused)", "owns"),
+            group_row("m-1", "owns")
+        ),
+    );
+
+    rt.block_on(member.leave());
+    browser.until(
+        Duration::from_secs(15),
+        "the section hides once the group has no live member",
+        "document.getElementById('groups').hidden",
+    );
+}

@@ -1,5 +1,7 @@
 //! `tenure demote|handover|pause|resume`: operator actions, recorded in history with the actor.
+//! `pause` and `resume` of a live spreading group's name act on all its shards (`group_admin`).
 
+use super::group_admin::{act, group_of};
 use super::{check_global, check_name};
 use crate::cli::{DemoteArgs, Global, HandoverArgs, NameArg};
 use crate::database;
@@ -86,6 +88,9 @@ pub(super) async fn pause(global: &Global, args: NameArg) -> Outcome {
     check_global(global)?;
     check_name(&args.name)?;
     let store = database::connect(global).await?;
+    if let Some(shards) = group_of(&store, &args.name).await? {
+        return act(global, store, &args.name, shards, true, &actor()).await;
+    }
     let applied = store.pause(&args.name, &actor()).await?;
     let said = match applied.effect {
         Effect::NoChange => format!("{}: already paused", args.name),
@@ -101,6 +106,9 @@ pub(super) async fn resume(global: &Global, args: NameArg) -> Outcome {
     check_global(global)?;
     check_name(&args.name)?;
     let store = database::connect(global).await?;
+    if let Some(shards) = group_of(&store, &args.name).await? {
+        return act(global, store, &args.name, shards, false, &actor()).await;
+    }
     let applied = store.resume(&args.name, &actor()).await?;
     let said = match applied.effect {
         Effect::NoChange => format!("{}: was not paused", args.name),

@@ -30,6 +30,7 @@ pub(super) async fn every(global: &Global, args: EveryArgs) -> Outcome {
     crate::watching::listen(&args.watching).await?;
 
     let store = database::open(global, !global.no_create, Some(timing.db_timeout())).await?;
+    tenure::spread::check_no_group(&store, &name).await?;
     let fence = fence_env(&store);
     let schedule = Schedule::new(store.clone(), &name, cadence)?.catch_up(args.catch_up);
     let mut builder = stand(Elector::builder(store, &name), &args.standing).timing(timing);

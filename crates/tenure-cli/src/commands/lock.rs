@@ -21,6 +21,7 @@ pub(super) async fn lock(global: &Global, args: LockArgs) -> Outcome {
     let mut signals = Signals::new()?;
     crate::watching::listen(&args.watching).await?;
     let store = database::open(global, !global.no_create, Some(timing.db_timeout())).await?;
+    tenure::spread::check_no_group(&store, &args.name).await?;
     let fence = fence_env(&store);
     let locks = match &args.lease.candidate {
         Some(id) => Locks::with_holder(store, id)?,

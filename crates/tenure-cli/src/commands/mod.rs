@@ -5,6 +5,7 @@ mod admin;
 mod candidates;
 mod every;
 mod fence_sql;
+mod group_admin;
 mod history;
 mod leader;
 mod lock;

@@ -33,6 +33,7 @@ pub(super) async fn run(global: &Global, args: RunArgs) -> Outcome {
     crate::watching::listen(&args.watching).await?;
 
     let store = database::open(global, !global.no_create, Some(timing.db_timeout())).await?;
+    tenure::spread::check_no_group(&store, &args.name).await?;
     let fence = fence_env(&store);
     let mut builder = stand(Elector::builder(store, &args.name), &args.standing).timing(timing);
     if let Some(id) = &args.lease.candidate {

@@ -62,6 +62,9 @@ pub(super) async fn serve(global: &Global, args: ServeArgs) -> Outcome {
     crate::watching::listen(&args.watching).await?;
 
     let store = database::open(global, !global.no_create, Some(timing.db_timeout())).await?;
+    for name in &args.campaign {
+        tenure::spread::check_no_group(&store, name).await?;
+    }
     let listener = TcpListener::bind(args.listen)
         .await
         .map_err(|e| Failure::usage(format!("cannot listen on {}: {e}", args.listen)))?;

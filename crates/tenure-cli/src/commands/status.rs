@@ -4,13 +4,12 @@ use super::check_global;
 use crate::cli::Global;
 use crate::database;
 use crate::exit::{Outcome, OK};
+use crate::groups::GroupJson;
 use crate::output::{human_duration, print_json, print_table, time, LeaseJson};
 use crate::roster::{live_counts, LiveCount};
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::time::Duration;
 use tenure::candidates::Candidates;
-use tenure::Spread;
 
 #[derive(Serialize)]
 struct Status {
@@ -19,31 +18,6 @@ struct Status {
     /// Only when a group has live members.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     groups: Vec<GroupJson>,
-}
-
-/// A spreading group's assignment: each live member's shards, and the shards nobody owns.
-#[derive(Serialize)]
-struct GroupJson {
-    group: String,
-    shards: u32,
-    members: BTreeMap<String, Vec<u32>>,
-    unowned: Vec<u32>,
-}
-
-async fn groups(store: &tenure::Store) -> Result<Vec<GroupJson>, tenure::Error> {
-    let mut out = Vec::new();
-    for (group, shards) in tenure::spread::groups(store).await? {
-        let a = Spread::new(store.clone(), group, shards)?
-            .assignment()
-            .await?;
-        out.push(GroupJson {
-            group: a.group,
-            shards: a.shards,
-            members: a.members,
-            unowned: a.unowned,
-        });
-    }
-    Ok(out)
 }
 
 fn list(shards: &[u32]) -> String {
@@ -71,6 +45,9 @@ fn print_groups(groups: &[GroupJson]) {
         if !g.unowned.is_empty() {
             rows.push(row("(unowned)", &g.unowned));
         }
+        if !g.paused.is_empty() {
+            rows.push(row("(paused)", &g.paused));
+        }
     }
     println!();
     print_table(&["GROUP", "SHARDS", "MEMBER", "OWNS", "WHICH"], &rows);
@@ -97,7 +74,7 @@ pub(super) async fn status(global: &Global) -> Outcome {
             live: counts.get(&l.name).copied().unwrap_or_default(),
         })
         .collect();
-    let groups = groups(&store).await?;
+    let groups = crate::groups::read(&store).await?;
     if global.json {
         print_json(&Status {
             now: time(snapshot.now),

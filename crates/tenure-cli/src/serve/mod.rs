@@ -6,7 +6,8 @@
 //! - this file: [`AppState`], the router [`app`] (drivable with `oneshot`, without a socket)
 //!   and [`serve`], which runs it until the caller's shutdown future completes.
 //! - `error`: [`ApiError`](error::ApiError), the JSON error every failure answers with.
-//! - `reads`: health, status, one lease, its leader and its history; blocking or not.
+//! - `reads`: health, status, one lease, its leader and its history; blocking or not; the
+//!   candidates of a name and the spreading groups.
 //! - `campaigns`: this process's own `--campaign` roles and the leader-check.
 //! - `admin`: demote, handover, pause and resume, behind the token.
 //! - `params`: path names, query parameters and admin bodies, parsed strictly (400 otherwise).
@@ -142,6 +143,7 @@ pub(crate) fn app(state: AppState) -> Router {
         .route("/v1/history/{name}", get(reads::history))
         .route("/v1/candidates/{name}", get(reads::candidates))
         .route("/v1/renewals", get(renewals::renewals))
+        .route("/v1/groups", get(reads::groups))
         .route("/v1/self", get(campaigns::campaigns))
         .route("/v1/self/{name}", get(campaigns::campaign))
         .route("/v1/leader-check/{name}", get(campaigns::leader_check))

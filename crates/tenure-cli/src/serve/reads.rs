@@ -5,6 +5,7 @@ use super::error::{Answer, ApiError};
 use super::params::{Name, Params};
 use super::watch::View;
 use super::AppState;
+use crate::groups::GroupJson;
 use crate::output::{time, HistoryJson, LeaderJson, LeaseJson};
 use crate::roster::RosterJson;
 use axum::extract::State;
@@ -208,4 +209,16 @@ pub(super) async fn candidates(State(state): State<AppState>, Name(name): Name) 
         return Err(ApiError::unknown(&name));
     }
     Ok(Json(roster).into_response())
+}
+
+#[derive(Serialize)]
+struct GroupsAnswer {
+    groups: Vec<GroupJson>,
+}
+
+/// `GET /v1/groups`: every spreading group with live members and its assignment (member →
+/// shards, the unowned shards), as `groups` in `tenure status --json`; one transaction.
+pub(super) async fn groups(State(state): State<AppState>) -> Answer {
+    let groups = crate::groups::read(&state.0.store).await?;
+    Ok(Json(GroupsAnswer { groups }).into_response())
 }

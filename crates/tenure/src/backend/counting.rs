@@ -49,8 +49,8 @@ pub struct Counts {
     pub renewed: u64,
     /// Reads: `get`, `list` and `history` calls.
     pub reads: u64,
-    /// `transaction` calls: one transaction each, the layers' (a spreading member's tick, a
-    /// campaign through the candidate registry, the Consul API).
+    /// `transaction` calls: the layers' transactions (candidates, spreading, Consul), one
+    /// each however many statements it runs.
     pub transactions: u64,
 }
 

@@ -164,6 +164,12 @@ impl Candidates {
         bodies::register(&self.statements, tx, registration).await
     }
 
+    /// Every live registration at `now` (the transaction's instant), read inside a layer's
+    /// transaction `tx`.
+    pub(crate) async fn live_in(&self, tx: &mut dyn Tx, now: DbTime) -> Result<Vec<Candidate>> {
+        bodies::live(&self.statements, tx, now).await
+    }
+
     /// Drops `candidate` of `name` from the registry at once (a clean stop).
     pub(crate) async fn leave(&self, name: &str, candidate: &str) -> Result<()> {
         let mut body = Leave::new(&self.statements, name, candidate);

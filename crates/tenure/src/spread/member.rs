@@ -136,6 +136,7 @@ impl Running {
         // A shard with a guard here is ours unless the database shows another holder; one the
         // database shows under our id without a guard here is not (another process with the
         // same id, or a release still under way), so it is neither ours nor free.
+        // A paused shard nobody holds is not free either: nobody may take it until resumed.
         let owners: Vec<Option<String>> = shards
             .owners
             .iter()
@@ -144,6 +145,7 @@ impl Running {
                 let here = u32::try_from(i).is_ok_and(|i| self.local.contains_key(&i));
                 match holder {
                     None if here => Some(me.clone()),
+                    None if shards.paused[i] => Some("\u{0}paused".to_string()),
                     Some(h) if *h == me && !here => Some(format!("{me}\u{0}elsewhere")),
                     other => other.clone(),
                 }

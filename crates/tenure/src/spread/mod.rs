@@ -12,6 +12,12 @@
 //!   leading zeros: `jobs/0` … `jobs/11`), an ordinary lease name (1..=191 bytes) — so
 //!   `tenure leader jobs/3`, `tenure history jobs/3` and fencing work on a shard as on any
 //!   lease. [`shard_name`] builds it.
+//! - **A group's name is no election's**: [`Spread::join`] refuses a group named like a lease
+//!   (an election or a lock) or one with live candidates of an election, and
+//!   [`check_no_group`] (run by `tenure run`, `lock`, `every` and `serve --campaign`) refuses
+//!   a live group's name and its shards' names for an election or a lock. Only registrations that are members
+//!   (observers with `spread:shards=N`) count as members, so an elector of the group's name
+//!   that slipped past the checks takes no share.
 //! - **Membership** is the candidate registry (`<prefix>candidate`): a member registers as an
 //!   observer of the group's name `GROUP` (which no election uses), its weight as its
 //!   priority and `spread:shards=N` as its metadata (so that [`groups`] finds the group and
@@ -26,6 +32,9 @@
 //!   under its share it tries to take free shards ([`Locks::try_lock`], one statement each).
 //! - **Renewal**: a member's shards are locks of one [`Locks`] (its holder id is the member
 //!   id), so one keep-alive task renews them all in one batch per renew interval.
+//! - **Pausing**: [`Spread::pause`] pauses every shard's lease in one transaction: each owner's
+//!   renewal is refused, so its guard reports lost at its next keep-alive, and no member takes
+//!   a paused shard until [`Spread::resume`].
 //! - **Leaving**: [`Member::leave`] (or dropping the [`Member`]) surrenders every shard, waits
 //!   (at most a ttl) for the work to drop the guards, and drops the registration.
 //!
@@ -59,11 +68,14 @@
 
 mod guard;
 mod member;
+mod names;
 mod view;
 
 pub use guard::ShardGuard;
+pub use names::check_no_group;
+use names::{check_name_is_free, shards_in};
 
-use crate::candidates::{Candidates, Registration};
+use crate::candidates::{Candidate, Candidates, Registration};
 use crate::config::Timing;
 use crate::error::{Error, Result};
 use crate::lock::{LockOptions, Locks};
@@ -103,15 +115,46 @@ const METADATA: &str = "spread:shards=";
 /// [`Error::Timeout`], database errors.
 pub async fn groups(store: &Store) -> Result<BTreeMap<String, u32>> {
     let roster = Candidates::new(store.clone()).live().await?;
+    Ok(groups_of(&roster.candidates))
+}
+
+/// The groups among live registrations: their members' names.
+fn groups_of(live: &[Candidate]) -> BTreeMap<String, u32> {
     let mut groups: BTreeMap<String, u32> = BTreeMap::new();
-    for c in roster.candidates.iter().filter(|c| c.observer) {
-        let shards = c.metadata.as_deref().and_then(|m| m.strip_prefix(METADATA));
-        if let Some(n) = shards.and_then(|n| n.parse::<u32>().ok()) {
+    for c in live.iter().filter(|c| c.observer) {
+        if let Some(n) = shards_in(c.metadata.as_deref()) {
             let most = groups.entry(c.name.clone()).or_default();
             *most = (*most).max(n);
         }
     }
-    Ok(groups)
+    groups
+}
+
+/// Every group with live members ([`groups`]) and its assignment, all read in one
+/// transaction at one database instant; each group's members and shards in one statement,
+/// so no assignment mixes two moments.
+///
+/// # Errors
+/// [`Error::Timeout`], database errors.
+pub async fn assignments(store: &Store) -> Result<Vec<Assignment>> {
+    read(store, view::Which::All).await
+}
+
+/// Runs a [`view::Read`]: the assignments it saw.
+async fn read(store: &Store, which: view::Which<'_>) -> Result<Vec<Assignment>> {
+    let statements = OnceLock::new();
+    let registry = Candidates::new(store.clone());
+    let mut body = view::Read {
+        statements: &statements,
+        registry: &registry,
+        which,
+        seen: None,
+    };
+    store.transaction(&mut body).await?;
+    let (now, seen) = body
+        .seen
+        .ok_or(Error::Unsupported("a read that ran no transaction"))?;
+    Ok(seen.into_iter().map(|s| Assignment::of(now, s)).collect())
 }
 
 /// Checks a group of `shards` shards: at least one, and every shard's name a valid name.
@@ -205,8 +248,10 @@ impl Spread {
     /// tick runs at once.
     ///
     /// # Errors
-    /// [`Error::Invalid`] for a bad member id, a weight or cap of 0, or a weight above
-    /// `i32::MAX`; [`Error::UnsafeTiming`] for a ttl the timing model refuses.
+    /// [`Error::Invalid`] for a bad member id, a weight or cap of 0, a weight above
+    /// `i32::MAX`, or a group whose name is a lease's or has live candidates of an election
+    /// (what `group`); [`Error::UnsafeTiming`] for a ttl the timing model refuses;
+    /// [`Error::Timeout`] and database errors from the check of the name.
     pub async fn join(self) -> Result<Member> {
         let id = self
             .member
@@ -227,6 +272,7 @@ impl Spread {
             });
         }
         let timing = Timing::from_ttl(self.ttl)?;
+        check_name_is_free(&self.store, &self.group).await?;
         let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         let store = self.store.with_timeout(timing.db_timeout());
         let registration = Registration {
@@ -276,41 +322,49 @@ impl Spread {
     /// # Errors
     /// [`Error::Timeout`], database errors.
     pub async fn assignment(&self) -> Result<Assignment> {
-        let roster = Candidates::new(self.store.clone())
-            .list(&self.group)
-            .await?;
-        let statements = OnceLock::new();
-        let mut body = view::Read {
-            statements: &statements,
+        let which = view::Which::One {
             group: &self.group,
             count: self.shards,
-            seen: None,
+        };
+        read(&self.store, which)
+            .await?
+            .pop()
+            .ok_or(Error::Unsupported("a read of one group that saw none"))
+    }
+}
+
+impl Spread {
+    /// Pauses the whole group: every shard's lease (`GROUP/0` … `GROUP/N-1`) paused in one
+    /// transaction, each with its `paused` event (by `actor`). Each owner's work is stopped as
+    /// at any step-down — the shard's renewal is refused at the member's next keep-alive, its
+    /// guard reports lost, and the lease is released once the work drops it — and no member
+    /// takes a paused shard until [`resume`](Spread::resume). Returns each shard's answer.
+    ///
+    /// # Errors
+    /// [`Error::Timeout`], database errors (then no shard was paused).
+    pub async fn pause(&self, actor: &str) -> Result<Vec<crate::Applied>> {
+        self.admin(crate::Op::Pause, actor).await
+    }
+
+    /// Ends a pause of the whole group ([`pause`](Spread::pause)): every shard resumed in one
+    /// transaction; the members take them again at their next tick.
+    ///
+    /// # Errors
+    /// As [`pause`](Spread::pause).
+    pub async fn resume(&self, actor: &str) -> Result<Vec<crate::Applied>> {
+        self.admin(crate::Op::Resume, actor).await
+    }
+
+    async fn admin(&self, op: crate::Op, actor: &str) -> Result<Vec<crate::Applied>> {
+        let mut body = view::Admin {
+            group: &self.group,
+            count: self.shards,
+            op,
+            actor,
+            applied: Vec::new(),
         };
         self.store.transaction(&mut body).await?;
-        let (now, shards) = body
-            .seen
-            .ok_or(Error::Unsupported("a read that ran no transaction"))?;
-        let mut members: BTreeMap<String, Vec<u32>> = roster
-            .candidates
-            .iter()
-            .filter(|c| c.is_live(now))
-            .map(|c| (c.candidate.clone(), Vec::new()))
-            .collect();
-        let mut unowned = Vec::new();
-        for (i, owner) in (0..self.shards).zip(&shards.owners) {
-            match owner {
-                Some(holder) => members.entry(holder.clone()).or_default().push(i),
-                None => unowned.push(i),
-            }
-        }
-        Ok(Assignment {
-            group: self.group.clone(),
-            shards: self.shards,
-            now,
-            members,
-            unowned,
-            terms: shards.terms,
-        })
+        Ok(body.applied)
     }
 }
 
@@ -329,6 +383,34 @@ pub struct Assignment {
     pub unowned: Vec<u32>,
     /// Each shard's current term (0: never held).
     pub terms: Vec<u64>,
+    /// The shards paused ([`Spread::pause`], or `tenure pause GROUP/i`): nobody takes them.
+    pub paused: Vec<u32>,
+}
+
+impl Assignment {
+    fn of(now: DbTime, seen: view::Seen) -> Assignment {
+        let mut members: BTreeMap<String, Vec<u32>> =
+            seen.members.into_iter().map(|m| (m, Vec::new())).collect();
+        let mut unowned = Vec::new();
+        for (i, owner) in (0..seen.count).zip(&seen.shards.owners) {
+            match owner {
+                Some(holder) => members.entry(holder.clone()).or_default().push(i),
+                None => unowned.push(i),
+            }
+        }
+        Assignment {
+            group: seen.group,
+            shards: seen.count,
+            now,
+            members,
+            unowned,
+            terms: seen.shards.terms,
+            paused: (0..seen.count)
+                .zip(&seen.shards.paused)
+                .filter_map(|(i, &p)| p.then_some(i))
+                .collect(),
+        }
+    }
 }
 
 /// A member of a group: a stream of the shards it takes ([`next`](Member::next)) and a

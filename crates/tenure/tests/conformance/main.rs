@@ -17,7 +17,11 @@ mod locks;
 mod ops;
 mod schedule;
 mod spread;
+mod spread_names;
+mod spread_pause;
+mod spread_stall;
 mod stall;
+mod stalling;
 
 use fence::fence_tests;
 use stall::stall_tests;
@@ -100,6 +104,11 @@ for_every_backend!([
     candidates::an_unmigrated_hand_wrapped_store_names_the_missing_table,
     spread::spread_settles_rebalances_and_never_doubles,
     spread::spread_members_sharing_an_id_never_share_a_shard,
+    spread::spread_assignment_is_one_read,
+    spread_names::spread_refuses_a_group_named_like_a_lease,
+    spread_names::spread_counts_no_elector_of_its_name_as_a_member,
+    spread_pause::spread_pause_stops_every_shard_until_resumed,
+    spread_stall::spread_a_stalled_member_stops_before_its_shards_move,
     bounds::release_at_least_is_bounded,
     bounds::lock_at_least_is_bounded,
     consul_contracts::consul_admin_changes_move_the_index,

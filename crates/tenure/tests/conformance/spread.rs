@@ -7,6 +7,7 @@ use crate::common::unique;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tenure::backend::CountingBackend;
 use tenure::{Member, Spread, Store};
 use tokio::time::{sleep, Instant};
 
@@ -18,14 +19,14 @@ const WITHIN: Duration = Duration::from_secs(40);
 /// What the members' work saw: per shard who works on it now and the last term it started,
 /// and every start in order.
 #[derive(Default)]
-struct Record {
-    working: BTreeMap<u32, (String, u64)>,
-    last_term: BTreeMap<u32, u64>,
-    starts: Vec<(String, u32, u64)>,
-    violations: Vec<String>,
+pub(crate) struct Record {
+    pub(crate) working: BTreeMap<u32, (String, u64)>,
+    pub(crate) last_term: BTreeMap<u32, u64>,
+    pub(crate) starts: Vec<(String, u32, u64)>,
+    pub(crate) violations: Vec<String>,
 }
 
-type Shared = Arc<Mutex<Record>>;
+pub(crate) type Shared = Arc<Mutex<Record>>;
 
 /// Records the start of `guard`'s work (checking that nobody else works on the shard and that
 /// its term is above the last one), then waits in the background for `lost()`, records the
@@ -59,13 +60,13 @@ fn work(id: &str, guard: tenure::ShardGuard, record: &Shared) {
 }
 
 /// A member and the loop that works on every shard it gets, until told to stop.
-struct Worker {
+pub(crate) struct Worker {
     stop: tokio::sync::oneshot::Sender<()>,
     task: tokio::task::JoinHandle<Member>,
-    owned: tokio::sync::watch::Receiver<std::collections::BTreeSet<u32>>,
+    pub(crate) owned: tokio::sync::watch::Receiver<std::collections::BTreeSet<u32>>,
 }
 
-fn start(mut member: Member, record: &Shared) -> Worker {
+pub(crate) fn start(mut member: Member, record: &Shared) -> Worker {
     let owned = member.owned();
     let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
     let record = record.clone();
@@ -85,17 +86,17 @@ fn start(mut member: Member, record: &Shared) -> Worker {
 }
 
 impl Worker {
-    async fn leave(self) {
+    pub(crate) async fn leave(self) {
         self.stop.send(()).unwrap();
         self.task.await.unwrap().leave().await;
     }
 
-    fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.owned.borrow().len()
     }
 }
 
-async fn join(store: &Store, group: &str, id: &str) -> Member {
+pub(crate) async fn join(store: &Store, group: &str, id: &str) -> Member {
     Spread::new(store.clone(), group, 12)
         .unwrap()
         .member(id)
@@ -107,7 +108,13 @@ async fn join(store: &Store, group: &str, id: &str) -> Member {
 
 /// Waits (bounded) until the workers own `want` shards each, all different, and the
 /// database's assignment says the same.
-async fn settle(store: &Store, group: &str, workers: &[&Worker], want: usize, record: &Shared) {
+pub(crate) async fn settle(
+    store: &Store,
+    group: &str,
+    workers: &[&Worker],
+    want: usize,
+    record: &Shared,
+) {
     let spread = Spread::new(store.clone(), group, 12).unwrap();
     let start = Instant::now();
     loop {
@@ -185,4 +192,40 @@ pub(crate) async fn spread_members_sharing_an_id_never_share_a_shard(store: Stor
     assert!(violations.is_empty(), "{violations:?}");
     one.leave().await;
     two.leave().await;
+}
+
+/// A group's assignment is one read: `Spread::assignment` and `spread::assignments` each run
+/// one transaction (members and shards in one statement), with no other call, and agree with
+/// what the members' work holds.
+pub(crate) async fn spread_assignment_is_one_read(store: Store) {
+    let group = unique("oneread");
+    let record = Shared::default();
+    let a = start(join(&store, &group, "a").await, &record);
+    let b = start(join(&store, &group, "b").await, &record);
+    settle(&store, &group, &[&a, &b], 6, &record).await;
+
+    let counting = Arc::new(CountingBackend::new(store.backend().clone()));
+    let counted = Store::from_backend(counting.clone(), Duration::from_secs(10));
+    let spread = Spread::new(counted.clone(), &group, 12).unwrap();
+    let before = counting.counts();
+    let one = spread.assignment().await.unwrap();
+    let spent = counting.counts().since(before);
+    assert_eq!((spent.transactions, spent.applies, spent.reads), (1, 0, 0));
+
+    let before = counting.counts();
+    let all = tenure::spread::assignments(&counted).await.unwrap();
+    let spent = counting.counts().since(before);
+    assert_eq!((spent.transactions, spent.applies, spent.reads), (1, 0, 0));
+
+    let held = |w: &Worker| w.owned.borrow().iter().copied().collect::<Vec<u32>>();
+    let mine = all.iter().find(|g| g.group == group).expect("the group");
+    for seen in [&one, mine] {
+        assert_eq!(seen.shards, 12);
+        assert!(seen.unowned.is_empty(), "{seen:?}");
+        assert_eq!(seen.members.get("a"), Some(&held(&a)), "{seen:?}");
+        assert_eq!(seen.members.get("b"), Some(&held(&b)), "{seen:?}");
+        assert!(seen.terms.iter().all(|&t| t >= 1), "{seen:?}");
+    }
+    a.leave().await;
+    b.leave().await;
 }

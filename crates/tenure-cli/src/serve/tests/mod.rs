@@ -195,6 +195,7 @@ async fn app_state_ready(app: &Router) -> bool {
 mod admin;
 mod campaigns;
 mod candidates;
+mod groups;
 mod reads;
 mod renewals;
 mod waiting;

@@ -1,0 +1,81 @@
+//! Pausing a whole group (issue 29): `Spread::pause` pauses every shard in one transaction;
+//! every owner's work stops (its guard reports lost) and each shard is released, nobody takes
+//! a shard while the group is paused, and `Spread::resume` lets the members take them again,
+//! each with a higher term.
+
+use crate::common::unique;
+use crate::spread::{join, settle, start, Shared};
+use std::time::Duration;
+use tenure::{Effect, Spread, Store};
+use tokio::time::{sleep, Instant};
+
+const TTL: Duration = Duration::from_millis(2_000);
+const WITHIN: Duration = Duration::from_secs(40);
+
+pub(crate) async fn spread_pause_stops_every_shard_until_resumed(store: Store) {
+    let group = unique("paused");
+    let record = Shared::default();
+    let a = start(join(&store, &group, "a").await, &record);
+    let b = start(join(&store, &group, "b").await, &record);
+    settle(&store, &group, &[&a, &b], 6, &record).await;
+
+    let spread = Spread::new(store.clone(), &group, 12).unwrap();
+    let applied = spread.pause("test").await.unwrap();
+    assert_eq!(applied.len(), 12);
+    assert!(
+        applied.iter().all(|x| x.effect == Effect::Paused),
+        "{applied:?}"
+    );
+
+    // Every owner stops its work and releases: nobody works, nobody holds, all paused.
+    let start_at = Instant::now();
+    loop {
+        let seen = spread.assignment().await.unwrap();
+        let working = record.lock().unwrap().working.len();
+        let stopped = a.count() == 0 && b.count() == 0 && working == 0;
+        if stopped && seen.unowned.len() == 12 && seen.paused.len() == 12 {
+            assert!(seen.members.values().all(Vec::is_empty), "{seen:?}");
+            break;
+        }
+        assert!(
+            start_at.elapsed() < WITHIN,
+            "not stopped: {working} working, {seen:?}"
+        );
+        sleep(Duration::from_millis(20)).await;
+    }
+    // While paused, for two ttls (several ticks of each member), nobody takes a shard.
+    let starts = record.lock().unwrap().starts.len();
+    let watch_until = Instant::now() + TTL * 2;
+    while Instant::now() < watch_until {
+        let now_starts = record.lock().unwrap().starts.clone();
+        assert_eq!(
+            now_starts.len(),
+            starts,
+            "a shard started while paused: {now_starts:?}"
+        );
+        sleep(Duration::from_millis(50)).await;
+    }
+    for i in 0..12 {
+        let history = store
+            .history(&tenure::spread::shard_name(&group, i), 1)
+            .await
+            .unwrap();
+        // Nothing after the pause: nobody acquired (the step-down lets the lease expire).
+        assert_eq!(
+            (history[0].event.as_str(), history[0].actor.as_str()),
+            ("paused", "test"),
+            "shard {i}: {history:?}"
+        );
+    }
+
+    let applied = spread.resume("test").await.unwrap();
+    assert!(
+        applied.iter().all(|x| x.effect == Effect::Resumed),
+        "{applied:?}"
+    );
+    // `settle` checks that no shard had two workers and that every term rose.
+    settle(&store, &group, &[&a, &b], 6, &record).await;
+    assert!(spread.assignment().await.unwrap().paused.is_empty());
+    a.leave().await;
+    b.leave().await;
+}
