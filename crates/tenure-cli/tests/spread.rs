@@ -23,6 +23,19 @@ use support::BackendKind;
 const SETTLE: Duration = Duration::from_secs(15);
 const TTL: Duration = Duration::from_secs(2);
 
+/// SIGTERM drains each member: its commands stop, its shards are released, it exits 0.
+fn drain<const N: usize>(members: [Tenure; N], kids: &Children) {
+    for mut m in members {
+        kill(m.pid(), Signal::SIGTERM).unwrap();
+        assert_eq!(
+            wait_exit(&mut m.0, Duration::from_secs(20)),
+            0,
+            "{}",
+            kids.logs()
+        );
+    }
+}
+
 fn member(b: &Backend, id: &str) -> Tenure {
     let log = b.log();
     let script = format!(
@@ -160,16 +173,7 @@ fn spread(kind: BackendKind) {
     check_history(&mut kids);
 
     // SIGTERM drains: the children stop, the shards are released, tenure exits 0.
-    for m in [m1, m2, m4] {
-        let mut m = m;
-        kill(m.pid(), Signal::SIGTERM).unwrap();
-        assert_eq!(
-            wait_exit(&mut m.0, Duration::from_secs(20)),
-            0,
-            "{}",
-            kids.logs()
-        );
-    }
+    drain([m1, m2, m4], &kids);
     assert!(kids.running().is_empty(), "{:#?}", kids.running());
     check_history(&mut kids);
     // Every shard released and every member gone from the registry: no group shown.
@@ -234,16 +238,7 @@ fn spread_pause(kind: BackendKind) {
         balanced(r, &["m1", "m2"], 6)
     });
     check_history(&mut kids);
-    for m in [m1, m2] {
-        let mut m = m;
-        kill(m.pid(), Signal::SIGTERM).unwrap();
-        assert_eq!(
-            wait_exit(&mut m.0, Duration::from_secs(20)),
-            0,
-            "{}",
-            kids.logs()
-        );
-    }
+    drain([m1, m2], &kids);
 }
 
 /// SIGSTOP a member and its shards' commands past its ttl (a paused VM), then SIGCONT: the
@@ -326,16 +321,7 @@ fn spread_stopped_member(kind: BackendKind) {
             }
         }
     }
-    for m in [m1, m2, m3] {
-        let mut m = m;
-        kill(m.pid(), Signal::SIGTERM).unwrap();
-        assert_eq!(
-            wait_exit(&mut m.0, Duration::from_secs(20)),
-            0,
-            "{}",
-            kids.logs()
-        );
-    }
+    drain([m1, m2, m3], &kids);
 }
 
 per_backend!(spread, spread_pause, spread_stopped_member);
