@@ -8,8 +8,11 @@
 //!   release commits) — only a store that listens for changes (an elector, a watch) does,
 //!   so that a process of locks alone pays nothing;
 //! - a follower whose campaign found the lease held waits in `GET_LOCK` on a connection of its
-//!   own (at most [`MAX_WAITERS`] names at once per store), but only while someone holds the
-//!   bell (`IS_USED_LOCK`); granted, it lets go at once and wakes its electors of that name.
+//!   own (at most [`MAX_WAITERS`] names at once per store), once someone holds the bell
+//!   (`IS_USED_LOCK`, looked for up to [`HELD_WITHIN`]); granted, it lets go at once and wakes
+//!   its electors of that name. A bell never held while it looked may mean the release came
+//!   first (the follower's campaign raced it): then the lease row decides, and a lease free
+//!   now wakes the electors once.
 //!
 //! The bell is never the lease: it only wakes, and the lease row decides. A crashed leader's
 //! connection frees its bells, which wakes the followers once for nothing (the lease is still
@@ -35,6 +38,14 @@ pub(super) const MAX_WAITERS: usize = 8;
 const WAIT_S: i64 = 30;
 /// How often the holder checks that its connection (and so its bells) is still there.
 const HOLDER_CHECK: Duration = Duration::from_secs(60);
+/// How long a follower looks for the bell to be held, and how often: the leader takes its bell
+/// just after its campaign commits, on a connection of its own. If the bell was never held
+/// meanwhile, the release may have come before the follower began to wait (its campaign raced
+/// the leader's release): the lease row then decides, and a lease free now wakes the follower
+/// once. At most one such wake per wait, so a follower that cannot take a free-looking lease
+/// (holding off for a better candidate) campaigns no more often than this.
+const HELD_WITHIN: Duration = Duration::from_secs(2);
+const HELD_STEP: Duration = Duration::from_millis(100);
 
 /// One store's bells: the holder task and the waiters.
 pub(super) struct Bells {
@@ -115,8 +126,13 @@ impl Bells {
         }
         let (connect, bell) = (self.connect.clone(), bell_name(&self.prefix, name));
         let (waiting, wake, name) = (self.waiting.clone(), self.wake.clone(), name.to_string());
+        let free = format!(
+            "SELECT COUNT(*) FROM {}lease WHERE name = ? AND expires_at <= UTC_TIMESTAMP(6) \
+             AND NOT paused AND handover_to IS NULL",
+            self.prefix
+        );
         tokio::spawn(async move {
-            let rang = match wait_once(&connect, &bell).await {
+            let rang = match wait_once(&connect, &bell, &free, &name).await {
                 Ok(rang) => rang,
                 Err(e) => {
                     tracing::debug!(bell, error = %e, "could not wait on the doorbell; polling");
@@ -143,16 +159,34 @@ pub(super) fn bell_name(prefix: &str, name: &str) -> String {
     format!("t:{prefix}:{hash:016x}")
 }
 
-/// One wait: `true` if the bell was held and then let go (a release, or its holder's end).
-async fn wait_once(connect: &MySqlConnectOptions, bell: &str) -> sqlx::Result<bool> {
+/// One wait: `true` if the bell was held (within [`HELD_WITHIN`]) and then let go (a release,
+/// or its holder's end), or if it never was and the lease `name` is free now (`free`: the
+/// count of its row when acquirable).
+async fn wait_once(
+    connect: &MySqlConnectOptions,
+    bell: &str,
+    free: &str,
+    name: &str,
+) -> sqlx::Result<bool> {
     let mut conn = connect.connect().await?;
-    let held: Option<i64> = sqlx::query_scalar("SELECT IS_USED_LOCK(?)")
-        .bind(bell)
-        .fetch_one(&mut conn)
-        .await?;
-    if held.is_none() {
-        conn.close().await?;
-        return Ok(false);
+    let give_up = tokio::time::Instant::now() + HELD_WITHIN;
+    loop {
+        let held: Option<i64> = sqlx::query_scalar("SELECT IS_USED_LOCK(?)")
+            .bind(bell)
+            .fetch_one(&mut conn)
+            .await?;
+        if held.is_some() {
+            break;
+        }
+        if tokio::time::Instant::now() >= give_up {
+            let free: i64 = sqlx::query_scalar(free)
+                .bind(name)
+                .fetch_one(&mut conn)
+                .await?;
+            conn.close().await?;
+            return Ok(free > 0);
+        }
+        tokio::time::sleep(HELD_STEP).await;
     }
     let got: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, ?)")
         .bind(bell)
