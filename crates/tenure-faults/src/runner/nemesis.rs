@@ -233,13 +233,7 @@ impl Nemesis {
     /// random live node and start its slot again at once (with the same holder id where the
     /// scenario shares one), so that its locks are taken only after they expire.
     async fn kill_any(&mut self, c: &mut Cluster) -> Result<(), String> {
-        let ttl = c.settings.ttl;
-        sleep(ttl + ttl.mul_f64(self.rng.gen_range(0.0..1.0))).await;
-        let live: Vec<usize> = (0..c.nodes.len()).filter(|&i| c.nodes[i].alive).collect();
-        if live.is_empty() {
-            return Err("no live node".into());
-        }
-        let i = live[self.rng.gen_range(0..live.len())];
+        let i = self.any_live_after_churn(c).await?;
         let id = c.nodes[i].id.clone();
         self.start(c, "kill", &id);
         c.kill(i).await;
@@ -253,14 +247,20 @@ impl Nemesis {
     /// live node while it works (outside SQLite's write lock, as the pause of a leader) for
     /// 2×ttl, and let it go on.
     async fn pause_any(&mut self, c: &mut Cluster) -> Result<(), String> {
+        let i = self.any_live_after_churn(c).await?;
+        self.pause(c, i).await
+    }
+
+    /// Lets a workload with no one leader churn for one to two ttls, then picks a random live
+    /// node: the target of [`kill_any`](Nemesis::kill_any) and [`pause_any`](Nemesis::pause_any).
+    async fn any_live_after_churn(&mut self, c: &Cluster) -> Result<usize, String> {
         let ttl = c.settings.ttl;
         sleep(ttl + ttl.mul_f64(self.rng.gen_range(0.0..1.0))).await;
         let live: Vec<usize> = (0..c.nodes.len()).filter(|&i| c.nodes[i].alive).collect();
         if live.is_empty() {
             return Err("no live node".into());
         }
-        let i = live[self.rng.gen_range(0..live.len())];
-        self.pause(c, i).await
+        Ok(live[self.rng.gen_range(0..live.len())])
     }
 
     /// SIGSTOPs node `i` while it works (outside SQLite's write lock) for 2×ttl, then SIGCONT.
