@@ -12,6 +12,7 @@
 //! - [`write_probe`]: one write through a URL, answered with the port of the server that
 //!   committed it.
 //! - [`missing_tools`] / [`missing_user`]: what a harness needs and this machine lacks.
+//! - [`install_mariadb`]: a MariaDB member's data directory, with what went wrong if it fails.
 
 use super::procs::{self, Group};
 use crate::proxy::Proxy;
@@ -22,6 +23,51 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 use tenure::BackendKind;
+
+/// Initializes the data directory of the MariaDB member configured by `cnf` with
+/// `mariadb-install-db`. Its bootstrap server writes to the member's `log-error` file, not to
+/// stderr, so a failure is told with the exit status, the tail of what the tool printed and the
+/// tail of `error_log`.
+pub fn install_mariadb(name: &str, cnf: &Path, error_log: &Path) -> Result<(), String> {
+    let init = Command::new("mariadb-install-db")
+        .arg(format!("--defaults-file={}", cnf.display()))
+        .args(["--user=mysql", "--auth-root-authentication-method=normal"])
+        .output()
+        .map_err(|e| format!("mariadb-install-db ({name}): {e}"))?;
+    if init.status.success() {
+        return Ok(());
+    }
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&init.stdout),
+        String::from_utf8_lossy(&init.stderr)
+    );
+    let logged = std::fs::read_to_string(error_log).unwrap_or_default();
+    Err(install_failure(
+        name,
+        &init.status.to_string(),
+        &printed,
+        error_log,
+        &logged,
+    ))
+}
+
+/// What a failed `mariadb-install-db` is told by: the member, the exit status, and the last
+/// lines it printed and its bootstrap server logged.
+fn install_failure(name: &str, status: &str, printed: &str, log: &Path, logged: &str) -> String {
+    format!(
+        "mariadb-install-db ({name}) {status}: printed {:?}; {} said {:?}",
+        tail(printed, 3),
+        log.display(),
+        tail(logged, 3)
+    )
+}
+
+/// The last `n` non-empty lines of `text`, joined by " | ".
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
+}
 
 /// The tools of `(tool, Debian package)` that this machine lacks, as "tool (Debian package
 /// package)".
@@ -277,6 +323,30 @@ async fn mysql_probe(url: &str) -> Result<u16, sqlx::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_install_is_told_by_the_last_lines_that_say_something() {
+        assert_eq!(tail("a\nb\n\n  \nc\nd\n", 3), "b | c | d");
+        assert_eq!(tail("only\n", 3), "only");
+        assert_eq!(tail("", 3), "");
+    }
+
+    #[test]
+    fn a_failed_install_names_the_member_its_status_and_its_error_log() {
+        let e = install_failure(
+            "m2",
+            "exit status: 1",
+            "Installing MariaDB/MySQL system tables in '/x/data' ...\n",
+            Path::new("/x/error.log"),
+            "[Note] starting\n[ERROR] Can't start server: Bind on TCP/IP port\n",
+        );
+        assert_eq!(
+            e,
+            "mariadb-install-db (m2) exit status: 1: printed \"Installing MariaDB/MySQL system \
+             tables in '/x/data' ...\"; /x/error.log said \"[Note] starting | [ERROR] Can't \
+             start server: Bind on TCP/IP port\""
+        );
+    }
 
     #[test]
     fn haproxy_checks_each_server_over_http_and_sends_to_its_address() {

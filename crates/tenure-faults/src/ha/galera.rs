@@ -167,17 +167,7 @@ impl Galera {
             });
         }
         let first = &cluster.nodes[0];
-        let init = Command::new("mariadb-install-db")
-            .arg(format!("--defaults-file={}", first.cnf().display()))
-            .args(["--user=mysql", "--auth-root-authentication-method=normal"])
-            .output()
-            .map_err(|e| format!("mariadb-install-db: {e}"))?;
-        if !init.status.success() {
-            return Err(format!(
-                "mariadb-install-db: {}",
-                String::from_utf8_lossy(&init.stderr)
-            ));
-        }
+        cluster::install_mariadb(&first.name, &first.cnf(), &first.dir.join("error.log"))?;
         cluster.start_node(0, true)?;
         let until = tokio::time::Instant::now() + timeout;
         cluster.wait_synced(0, until).await?;

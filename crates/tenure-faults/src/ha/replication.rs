@@ -87,18 +87,7 @@ impl Replication {
         }
         for i in 0..cluster.nodes.len() {
             let node = &cluster.nodes[i];
-            let init = Command::new("mariadb-install-db")
-                .arg(format!("--defaults-file={}", node.cnf().display()))
-                .args(["--user=mysql", "--auth-root-authentication-method=normal"])
-                .output()
-                .map_err(|e| format!("mariadb-install-db: {e}"))?;
-            if !init.status.success() {
-                return Err(format!(
-                    "mariadb-install-db ({}): {}",
-                    node.name,
-                    String::from_utf8_lossy(&init.stderr)
-                ));
-            }
+            cluster::install_mariadb(&node.name, &node.cnf(), &node.dir.join("error.log"))?;
             let mut cmd = Command::new(procs::which("mariadbd").ok_or("no mariadbd")?);
             cmd.arg(format!("--defaults-file={}", node.cnf().display()));
             let child =
