@@ -67,10 +67,10 @@ impl Store {
     /// calls are then bounded by `timeout`.
     ///
     /// This creates no table: [`backend::connect`] prepares only the lease's, and the tables
-    /// of the features built on it (the candidate registry every elector campaigns in, the
-    /// Consul layer's) are the store's. Call [`migrate`](Store::migrate) (or
-    /// [`check_schema`](Store::check_schema)) once before use; until then a feature's call is
-    /// refused with [`Error::SchemaMissing`].
+    /// of the layers built on it (the candidate registry every elector campaigns in, and the
+    /// others compiled in; [`schema_script`](crate::schema_script) prints them all) are the
+    /// store's. Call [`migrate`](Store::migrate) (or [`check_schema`](Store::check_schema))
+    /// once before use; until then a feature's call is refused with [`Error::SchemaMissing`].
     pub fn from_backend(backend: Arc<dyn Backend>, timeout: Duration) -> Store {
         let fence = backend.fence_sql().map(|sql| Fence {
             kind: backend.kind(),

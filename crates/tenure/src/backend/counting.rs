@@ -49,8 +49,8 @@ pub struct Counts {
     pub renewed: u64,
     /// Reads: `get`, `list` and `history` calls.
     pub reads: u64,
-    /// `transaction` calls: the layers' transactions (candidates, spreading, Consul), one
-    /// each however many statements it runs.
+    /// `transaction` calls: the layers' transactions, one each however many statements it
+    /// runs.
     pub transactions: u64,
 }
 

@@ -10,8 +10,8 @@ use std::time::Duration;
 #[derive(Clone)]
 pub struct StoreOptions {
     /// Prefix of the table names (`<prefix>lease`, `<prefix>history`, `<prefix>tick`,
-    /// `<prefix>schema`, on MySQL/MariaDB `<prefix>epoch`, and those of the layers compiled in,
-    /// e.g. `<prefix>consul_session`).
+    /// `<prefix>schema`, on MySQL/MariaDB `<prefix>epoch`, and those of the layers compiled
+    /// in: `tenure::schema_script` prints them all).
     /// Default `tenure_`; must match `^[A-Za-z_][A-Za-z0-9_]{0,40}$`.
     pub table_prefix: String,
     /// Create the tables on first use (`IF NOT EXISTS`). Turn off where the user has no DDL
