@@ -62,6 +62,15 @@ impl Tick {
     }
 }
 
+/// The next tick as [`Schedule::next`] chose it.
+struct Next {
+    tick: Tick,
+    /// The database's clock at the read.
+    now: DbTime,
+    /// Chosen without a record behind it: the first tick, or the one after a skipped outage.
+    unrecorded: bool,
+}
+
 /// Leader-only schedules: a task runs on every tick, on exactly one node.
 ///
 /// Every node runs an [`Elector`] for the schedule's name; the leader runs the ticks. The last
@@ -71,7 +80,10 @@ impl Tick {
 ///
 /// - **Ticks** fall on multiples of the interval since the Unix epoch, or on the instants of a
 ///   cron expression (UTC, with seconds), by the database's clock. A schedule that has never
-///   completed a tick starts with the next tick, as cron would.
+///   completed a tick starts with the next tick, as cron would; the leader that chooses it
+///   records it at once (the record's last tick becomes the instant just before it), so a
+///   leader replaced before completing it leaves it to the next one. The same holds for the
+///   tick after a skipped outage.
 /// - **Crashes**: a tick whose run was interrupted (the leader died or lost its tenure before it
 ///   was recorded) is run again by the next leader: at least once for interrupted runs,
 ///   exactly once for completed ones.
@@ -129,15 +141,26 @@ impl Schedule {
     /// # Errors
     /// Database errors.
     pub async fn next_tick(&self) -> Result<(Tick, DbTime)> {
+        let next = self.next().await?;
+        Ok((next.tick, next.now))
+    }
+
+    /// The next tick, and whether it was chosen without a record behind it.
+    async fn next(&self) -> Result<Next> {
         let (last, now) = self.store.last_tick(&self.name).await?;
         let now_ms = now.0.div_euclid(1000);
+        let planned_at = |at_ms| Next {
+            tick: Tick { at_ms },
+            now,
+            unrecorded: true,
+        };
         let mut planned = self.planned.lock().expect("planned tick");
         // A tick chosen earlier without a record behind it (the first one, or the one after a
-        // skipped outage) stays chosen until it is recorded: recomputing it from a later `now`
-        // would move it forever.
+        // skipped outage) stays chosen until the record owes it (see `owe`) or has passed it:
+        // recomputing it from a later `now` would move it forever.
         if let Some(p) = *planned {
-            if last.is_none_or(|l| p > l) {
-                return Ok((Tick { at_ms: p }, now));
+            if last.is_none_or(|l| l < p.saturating_sub(1)) {
+                return Ok(planned_at(p));
             }
             *planned = None;
         }
@@ -145,7 +168,7 @@ impl Schedule {
         let Some(last) = last else {
             // A new schedule starts with the next tick, as cron would.
             *planned = Some(upcoming);
-            return Ok((Tick { at_ms: upcoming }, now));
+            return Ok(planned_at(upcoming));
         };
         let next = self.cadence.after(last).unwrap_or(i64::MAX);
         // Count the missed ticks, up to one more than we would catch up on.
@@ -158,9 +181,34 @@ impl Schedule {
         if missed > self.catch_up {
             tracing::warn!(name = %self.name, catch_up = self.catch_up, "more missed ticks than catch_up: skipping them");
             *planned = Some(upcoming);
-            return Ok((Tick { at_ms: upcoming }, now));
+            return Ok(planned_at(upcoming));
         }
-        Ok((Tick { at_ms: next }, now))
+        Ok(Next {
+            tick: Tick { at_ms: next },
+            now,
+            unrecorded: false,
+        })
+    }
+
+    /// Makes a tick chosen without a record behind it owed by every later leader: records
+    /// the instant just before it as the schedule's watermark (the record's "last tick"),
+    /// fenced by `guard`'s term, so that a leader replaced before completing it (or before
+    /// reaching it) leaves it to the next one. `Ok(false)` if the record has moved meanwhile.
+    async fn owe(&self, tick: Tick, guard: &LeaderGuard) -> Result<bool> {
+        let watermark = tick.at_ms.saturating_sub(1);
+        self.store
+            .complete_tick(&self.name, guard.candidate(), guard.term(), watermark)
+            .await
+    }
+
+    /// The next tick for the leader of `guard`, owed by every later leader once chosen;
+    /// `None` if the record moved while it was chosen (read it again).
+    async fn next_owed(&self, guard: &LeaderGuard) -> Result<Option<(Tick, DbTime)>> {
+        let next = self.next().await?;
+        if next.unrecorded && !self.owe(next.tick, guard).await? {
+            return Ok(None);
+        }
+        Ok(Some((next.tick, next.now)))
     }
 
     /// Records `tick` as completed under `guard`'s tenure. Returns `false` if it (or a later
@@ -232,10 +280,11 @@ impl Schedule {
                 let next = tokio::select! {
                     biased;
                     () = &mut shutdown => return Ok(()),
-                    next = self.next_tick() => next,
+                    next = self.next_owed(&guard) => next,
                 };
                 let (tick, now) = match next {
-                    Ok(next) => next,
+                    Ok(Some(next)) => next,
+                    Ok(None) => continue, // the record moved: read it again
                     Err(e) => {
                         tracing::warn!(name = %self.name, error = %e, "cannot read the schedule; retrying");
                         tokio::select! {

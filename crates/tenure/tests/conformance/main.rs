@@ -88,6 +88,7 @@ for_every_backend!([
     lock_history::election_records_and_announces_every_cycle,
     schedule::schedule_runs_each_tick_once,
     schedule::schedule_stops_when_asked,
+    schedule::schedule_first_tick_survives_a_leader_change,
     consul::consul_acquire_release_is_the_lease,
     consul::consul_destroy_keeps_lock_delay,
     consul::consul_expired_session_loses_its_lock,

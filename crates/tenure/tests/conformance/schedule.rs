@@ -110,3 +110,68 @@ pub(crate) async fn schedule_stops_when_asked(store: Store) {
     assert!(late.lock().unwrap().is_empty(), "no tick after a shutdown");
     elector.shutdown().await;
 }
+
+/// A schedule's first tick is owed even when its leader is replaced while running it (the
+/// audit's case: a handover during the first tick; a crash takes the same path): the next
+/// leader runs that tick, not the one after its own now.
+pub(crate) async fn schedule_first_tick_survives_a_leader_change(store: Store) {
+    let name = unique("sched-first");
+    let timing = Timing::from_ttl(Duration::from_secs(2)).unwrap();
+    let every = Cadence::Every(Duration::from_millis(500));
+    let a = Elector::builder(store.clone(), &name)
+        .candidate("a")
+        .timing(timing)
+        .spawn()
+        .unwrap();
+    let first_a = timeout(Duration::from_secs(10), a.wait_until_leader())
+        .await
+        .expect("a leads")
+        .unwrap();
+    drop(first_a);
+    let b = Elector::builder(store.clone(), &name)
+        .candidate("b")
+        .timing(timing)
+        .spawn()
+        .unwrap();
+    let schedule_a = Schedule::new(store.clone(), &name, every.clone()).unwrap();
+    let (started, on_start) = tokio::sync::oneshot::channel::<i64>();
+    let started = Arc::new(Mutex::new(Some(started)));
+    // `a` starts its first tick and is still running it when it loses the lead: the tick
+    // never completes under `a`.
+    let a_runs = tokio::spawn(async move {
+        let run = schedule_a.run(&a, move |tick, guard| {
+            let started = started.lock().unwrap().take();
+            async move {
+                if let Some(started) = started {
+                    let _ = started.send(tick.at_ms);
+                }
+                guard.lost().await;
+                false
+            }
+        });
+        let _ = timeout(Duration::from_secs(20), run).await;
+        a.shutdown().await;
+    });
+    let first = timeout(Duration::from_secs(10), on_start)
+        .await
+        .expect("a starts its first tick")
+        .unwrap();
+    store.handover(&name, "b", false, "test").await.unwrap();
+
+    let schedule_b = Schedule::new(store.clone(), &name, every).unwrap();
+    let (ran, mut on_run) = tokio::sync::mpsc::unbounded_channel::<i64>();
+    let b_runs = schedule_b.run(&b, move |tick, _guard| {
+        let _ = ran.send(tick.at_ms);
+        async { true }
+    });
+    let b_first = tokio::select! {
+        _ = b_runs => panic!("run only ends with the elector"),
+        tick = timeout(Duration::from_secs(10), on_run.recv()) => tick.expect("b runs a tick").unwrap(),
+    };
+    assert_eq!(
+        b_first, first,
+        "the new leader runs the first tick that the old one started and never completed"
+    );
+    b.shutdown().await;
+    a_runs.abort();
+}
