@@ -1,7 +1,9 @@
 //! MySQL's doorbell: how a follower learns of a release at once, with what the server offers.
 //!
 //! MySQL has no LISTEN/NOTIFY, but it has named locks (`GET_LOCK`), held by a session and freed
-//! when it lets go or ends. Each lease name has a bell, a named lock `t:<prefix>:<hash>`:
+//! when it lets go or ends. Each lease name has a bell, a named lock `t:<prefix>:<hash>` (the
+//! hash covers the database's name too: named locks are one namespace per server, and two
+//! databases on one server with the same prefix must not ring each other's bells):
 //!
 //! - the process that leads holds its bells on one connection of its own (taken when it
 //!   acquires, taken again on a renewal if it could not be then, given back right after the
@@ -50,7 +52,7 @@ const HELD_STEP: Duration = Duration::from_millis(100);
 /// One store's bells: the holder task and the waiters.
 pub(super) struct Bells {
     connect: MySqlConnectOptions,
-    prefix: String,
+    belfry: Belfry,
     holder: mpsc::UnboundedSender<Hold>,
     waiting: Arc<Mutex<HashSet<String>>>,
     wake: broadcast::Sender<String>,
@@ -68,13 +70,17 @@ impl Bells {
     /// Starts the holder task (on the current runtime); connections open when first needed.
     pub(super) fn start(connect: MySqlConnectOptions, prefix: &str) -> Bells {
         let connect = connect.disable_statement_logging();
+        let belfry = Belfry {
+            database: connect.get_database().unwrap_or_default().to_string(),
+            prefix: prefix.to_string(),
+        };
         let (holder, asks) = mpsc::unbounded_channel();
         let off = Arc::new(AtomicBool::new(false));
-        tokio::spawn(hold(connect.clone(), prefix.to_string(), asks, off.clone()));
+        tokio::spawn(hold(connect.clone(), belfry.clone(), asks, off.clone()));
         let (wake, _) = broadcast::channel(1024);
         Bells {
             connect,
-            prefix: prefix.to_string(),
+            belfry,
             holder,
             waiting: Arc::new(Mutex::new(HashSet::new())),
             wake,
@@ -124,12 +130,12 @@ impl Bells {
                 return;
             }
         }
-        let (connect, bell) = (self.connect.clone(), bell_name(&self.prefix, name));
+        let (connect, bell) = (self.connect.clone(), self.belfry.bell(name));
         let (waiting, wake, name) = (self.waiting.clone(), self.wake.clone(), name.to_string());
         let free = format!(
             "SELECT COUNT(*) FROM {}lease WHERE name = ? AND expires_at <= UTC_TIMESTAMP(6) \
              AND NOT paused AND handover_to IS NULL",
-            self.prefix
+            self.belfry.prefix
         );
         tokio::spawn(async move {
             let rang = match wait_once(&connect, &bell, &free, &name).await {
@@ -150,13 +156,26 @@ impl Bells {
     }
 }
 
-/// The named lock of `name`'s bell: at most 64 characters, as MySQL allows (the prefix is at
-/// most 41), the same in every process and version (FNV-1a of the name).
-pub(super) fn bell_name(prefix: &str, name: &str) -> String {
-    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    format!("t:{prefix}:{hash:016x}")
+/// Where a store's bells ring: its database's tables of its prefix. Named locks are one
+/// namespace per server, so the database is part of every bell.
+#[derive(Clone, Debug)]
+pub(super) struct Belfry {
+    pub(super) database: String,
+    pub(super) prefix: String,
+}
+
+impl Belfry {
+    /// The named lock of `name`'s bell: at most 64 characters, as MySQL allows (the prefix is
+    /// at most 41), the same in every process and version (FNV-1a of the database's name, a
+    /// NUL, and the lease's name). Two bells that share a hash only cost a spurious wake-up:
+    /// the bell never is the lease.
+    pub(super) fn bell(&self, name: &str) -> String {
+        let bytes = self.database.bytes().chain([0]).chain(name.bytes());
+        let hash = bytes.fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        format!("t:{}:{hash:016x}", self.prefix)
+    }
 }
 
 /// One wait: `true` if the bell was held (within [`HELD_WITHIN`]) and then let go (a release,
@@ -209,13 +228,13 @@ async fn wait_once(
 /// and if not, takes them again on a new one.
 async fn hold(
     connect: MySqlConnectOptions,
-    prefix: String,
+    belfry: Belfry,
     mut asks: mpsc::UnboundedReceiver<Hold>,
     off: Arc<AtomicBool>,
 ) {
     let mut holder = Holder {
         connect,
-        prefix,
+        belfry,
         conn: None,
         held: HashMap::new(),
         off,
@@ -236,7 +255,7 @@ async fn hold(
 /// The holder's connection and the bells it holds (name → the candidate that leads).
 struct Holder {
     connect: MySqlConnectOptions,
-    prefix: String,
+    belfry: Belfry,
     conn: Option<MySqlConnection>,
     held: HashMap<String, String>,
     off: Arc<AtomicBool>,
@@ -249,7 +268,7 @@ impl Holder {
             *holder = who;
             return;
         }
-        let bell = bell_name(&self.prefix, &name);
+        let bell = self.belfry.bell(&name);
         // Without waiting: a follower's waiter holds it only for an instant, and a stale
         // holder elsewhere may keep it; the next renewal asks again.
         match self.query("SELECT GET_LOCK(?, 0)", &bell).await {
@@ -266,7 +285,7 @@ impl Holder {
             return;
         }
         self.held.remove(name);
-        let bell = bell_name(&self.prefix, name);
+        let bell = self.belfry.bell(name);
         if let Err(e) = self.query("SELECT RELEASE_LOCK(?)", &bell).await {
             tracing::debug!(bell, error = %e, "could not ring the doorbell");
         }
@@ -319,18 +338,37 @@ fn not_supported(e: &sqlx::Error) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::bell_name;
+    use super::Belfry;
+
+    fn bell(database: &str, prefix: &str, name: &str) -> String {
+        let belfry = Belfry {
+            database: database.to_string(),
+            prefix: prefix.to_string(),
+        };
+        belfry.bell(name)
+    }
 
     #[test]
     fn a_bell_name_fits_mysql_and_tells_names_apart() {
-        let prefix = "p".repeat(41);
-        let long = bell_name(&prefix, &"n".repeat(191));
+        let long = bell(&"d".repeat(64), &"p".repeat(41), &"n".repeat(191));
         assert!(long.len() <= 64, "{} characters", long.len());
-        assert_ne!(bell_name("tenure_", "a"), bell_name("tenure_", "b"));
-        assert_ne!(bell_name("tenure_", "a"), bell_name("other_", "a"));
+        assert_ne!(bell("app", "tenure_", "a"), bell("app", "tenure_", "b"));
+        assert_ne!(bell("app", "tenure_", "a"), bell("app", "other_", "a"));
         assert_eq!(
-            bell_name("tenure_", "billing"),
-            bell_name("tenure_", "billing")
+            bell("app", "tenure_", "billing"),
+            bell("app", "tenure_", "billing")
         );
+    }
+
+    /// Named locks are server-wide: staging and production on one server, with the same
+    /// prefix and lease name, ring different bells.
+    #[test]
+    fn two_databases_on_one_server_ring_different_bells() {
+        assert_ne!(
+            bell("staging", "tenure_", "billing"),
+            bell("production", "tenure_", "billing")
+        );
+        // The boundary between the database's name and the lease's is part of the hash.
+        assert_ne!(bell("ab", "tenure_", "c"), bell("a", "tenure_", "bc"));
     }
 }
