@@ -1,7 +1,8 @@
-//! Change subscriptions: which leases changed, as the database pushes it (PostgreSQL's
-//! LISTEN/NOTIFY) or a doorbell rings it (SQLite's file, MySQL's named locks), and what of a
-//! lease a watcher compares to see a change that matters.
+//! Change subscriptions: which leases (and which layers' rows) changed, as the database pushes
+//! it (PostgreSQL's LISTEN/NOTIFY) or a doorbell rings it (SQLite's file, MySQL's named locks),
+//! and what of a lease a watcher compares to see a change that matters.
 
+pub use crate::backend::tx::Topic;
 use crate::model::{DbTime, Lease};
 use tokio::sync::broadcast;
 
@@ -37,10 +38,9 @@ impl Lease {
     }
 }
 
-/// The name a wake-up carries when it cannot say which lease changed (SQLite's doorbell, after
-/// it may have missed a ring): every listener looks again. A control character, so never a
-/// lease's name.
-pub(crate) const ANY: &str = "\0";
+/// What a wake-up carries when it cannot say what changed (SQLite's doorbell, after it may
+/// have missed a ring): every listener looks again ([`Topic::Any`]'s wire form).
+pub(crate) use crate::backend::tx::ANY;
 
 /// Changed leases as the database pushes them; see `Store::changes`.
 #[derive(Debug)]
@@ -66,18 +66,20 @@ impl Changes {
         }
     }
 
-    /// Completes when a lease whose name `matches` changed, or when some notifications may
-    /// have been lost (so that the caller looks again); never, where the database cannot push.
+    /// Completes when a change of a [`Topic`] that `matches` was signalled, or when some
+    /// signals may have been lost (so that the caller looks again); never, where the database
+    /// cannot push. (`|t| t == Topic::Lease(name)` for one lease; `|_| true` for anything.)
     ///
     /// # Cancel safety
     /// Cancel safe.
-    pub async fn changed(&mut self, matches: impl Fn(&str) -> bool) {
+    pub async fn changed(&mut self, matches: impl Fn(Topic<'_>) -> bool) {
         let Some(rx) = &mut self.rx else {
             return std::future::pending().await;
         };
         loop {
             match rx.recv().await {
-                Ok(name) if name == ANY || matches(&name) => return,
+                Ok(payload) if matches!(Topic::decode(&payload), Topic::Any) => return,
+                Ok(payload) if matches(Topic::decode(&payload)) => return,
                 Ok(_) => {}
                 Err(broadcast::error::RecvError::Lagged(_)) => return,
                 Err(broadcast::error::RecvError::Closed) => {

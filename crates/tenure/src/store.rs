@@ -1,20 +1,21 @@
 //! [`Store`]: the operations of the lease model (the operations table of
 //! `docs/design-notes.md`), validated and bounded by a timeout.
 
-use crate::backend::tx::Body;
+use crate::backend::tx::{Body, Schema};
 use crate::backend::{
     self, Applied, Backend, BackendKind, HistoryEntry, RedactedUrl, Renewed, Snapshot, StoreOptions,
 };
 use crate::changes::Changes;
 use crate::error::{is_missing_table, Error, Result};
-use crate::features;
 use crate::fence::Fence;
 use crate::model::{DbTime, Effect, Op, Purpose};
 use crate::records::LeaderInfo;
 use crate::telemetry;
 use crate::validate;
+use tables::{missing, tables};
 #[cfg(feature = "testing")]
 mod among;
+mod tables;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -36,27 +37,20 @@ pub struct Store {
 }
 
 impl Store {
-    /// Connects to `url` with default options (see [`backend::connect`]).
-    ///
-    /// # Errors
-    /// As [`backend::connect`].
-    pub async fn connect(url: &str) -> Result<Store> {
-        Store::connect_with(url, StoreOptions::default()).await
-    }
-
-    /// Connects to `url` with `options`.
-    ///
-    /// # Errors
-    /// As [`backend::connect`], plus [`Error::Timeout`] if connecting (and creating the
-    /// tables) takes longer than twice `options.timeout`, and at least 10 s.
-    pub async fn connect_with(url: &str, options: StoreOptions) -> Result<Store> {
+    /// Connects to `url` with `options` and creates (or, with
+    /// [`auto_create`](StoreOptions::auto_create) off, checks) the tables of the lease and of
+    /// `layers`. `Store::connect_with` (in `layers.rs`) passes every layer compiled in.
+    pub(crate) async fn open(
+        url: &str,
+        options: StoreOptions,
+        layers: &[&'static Schema],
+    ) -> Result<Store> {
         options.validate()?;
         let timeout = options.timeout;
         let connect_bound = (timeout * 2).max(Duration::from_secs(10));
         bounded(connect_bound, async {
             let backend = backend::connect(url, &options).await?;
-            // The tables of the features this build compiles in, beside the lease's.
-            features::tables(&*backend, options.auto_create).await?;
+            tables(&*backend, layers, options.auto_create).await?;
             Ok(Store::from_backend(backend, timeout))
         })
         .await
@@ -124,25 +118,20 @@ impl Store {
         self.backend.close().await;
     }
 
-    /// Creates the tables if they do not exist and records the schema version: the lease's
-    /// and those of every feature compiled in (see [`schema_script`](crate::schema_script)).
-    ///
-    /// # Errors
-    /// [`Error::Timeout`], database errors.
-    pub async fn migrate(&self) -> Result<()> {
+    /// Creates the tables of the lease and of `layers` where they do not exist, and records
+    /// the schema version (`Store::migrate` passes every layer compiled in).
+    pub(crate) async fn migrate_with(&self, layers: &[&'static Schema]) -> Result<()> {
         self.bounded("migrate", self.backend.migrate()).await?;
-        self.bounded("tables", features::tables(&*self.backend, true))
+        self.bounded("tables", tables(&*self.backend, layers, true))
             .await
     }
 
-    /// Checks that the tables exist with a schema version this build understands.
-    ///
-    /// # Errors
-    /// [`Error::SchemaMissing`], [`Error::Timeout`], database errors.
-    pub async fn check_schema(&self) -> Result<()> {
+    /// Checks the tables of the lease and of `layers` (`Store::check_schema` passes every
+    /// layer compiled in).
+    pub(crate) async fn check_schema_with(&self, layers: &[&'static Schema]) -> Result<()> {
         self.bounded("check_schema", self.backend.check_schema())
             .await?;
-        self.bounded("tables", features::tables(&*self.backend, false))
+        self.bounded("tables", tables(&*self.backend, layers, false))
             .await
     }
 
@@ -164,10 +153,10 @@ impl Store {
         if let Some(db_now) = body.db_now().filter(|_| ran.is_ok()) {
             telemetry::clock_offset(db_now, sent, SystemTime::now());
         }
-        match ran {
-            Err(Error::Database(e)) if is_missing_table(&e) => {
+        match (ran, body.schema()) {
+            (Err(Error::Database(e)), Some(schema)) if is_missing_table(&e) => {
                 match self
-                    .bounded("check_schema", features::missing(&*self.backend))
+                    .bounded("check_schema", missing(&*self.backend, schema))
                     .await
                 {
                     Ok(Some(table)) => Err(Error::SchemaMissing {
@@ -177,7 +166,7 @@ impl Store {
                     _ => Err(Error::Database(e)),
                 }
             }
-            other => other,
+            (other, _) => other,
         }
     }
 

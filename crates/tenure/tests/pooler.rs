@@ -142,9 +142,12 @@ async fn session_mode_needs_no_option() {
             .release(&name, &who, round, Duration::ZERO)
             .await
             .unwrap();
-        tokio::time::timeout(Duration::from_secs(2), changes.changed(|n| n == name))
-            .await
-            .expect("the release was pushed");
+        tokio::time::timeout(
+            Duration::from_secs(2),
+            changes.changed(|t| t == tenure::Topic::Lease(&name)),
+        )
+        .await
+        .expect("the release was pushed");
     }
     assert_eq!(a.history(&name, 100).await.unwrap().len(), 10);
 }
@@ -172,9 +175,12 @@ async fn the_notify_url_brings_notifications_back() {
     changes.skip_pending();
     let released = Instant::now();
     store.release(&name, "a", 1, Duration::ZERO).await.unwrap();
-    tokio::time::timeout(Duration::from_secs(2), changes.changed(|n| n == name))
-        .await
-        .expect("the release was pushed through the notify URL");
+    tokio::time::timeout(
+        Duration::from_secs(2),
+        changes.changed(|t| t == tenure::Topic::Lease(&name)),
+    )
+    .await
+    .expect("the release was pushed through the notify URL");
     eprintln!("release pushed after {:?}", released.elapsed());
 }
 

@@ -249,9 +249,12 @@ async fn postgres_listen_moves_to_a_fresh_connection_after_a_discard() {
     // Notifications arrive on the new one.
     changes.skip_pending();
     store.apply("moved", &campaign("a"), "a").await.unwrap();
-    tokio::time::timeout(Duration::from_secs(10), changes.changed(|n| n == "moved"))
-        .await
-        .unwrap_or_else(|_| panic!("no notification on the new LISTEN ({after:?})"));
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        changes.changed(|t| t == tenure::Topic::Lease("moved")),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("no notification on the new LISTEN ({after:?})"));
     for table in ["lease", "history", "tick", "schema"] {
         sqlx::raw_sql(&format!("DROP TABLE IF EXISTS {prefix}{table}"))
             .execute(&mut admin)

@@ -3,7 +3,7 @@
 
 use super::statements::Statements;
 use super::{Candidate, Registration, Roster};
-use crate::backend::tx::{Arg, Body, Outcome, Row, Tx};
+use crate::backend::tx::{Arg, Body, Outcome, Row, Schema, Tx};
 use crate::error::{Error, Result};
 use crate::model::{DbTime, Effect, Epoch, Op, Standing};
 use crate::records::Applied;
@@ -86,6 +86,10 @@ impl<'a> Campaign<'a> {
 
 #[async_trait::async_trait]
 impl Body for Campaign<'_> {
+    fn schema(&self) -> Option<&'static Schema> {
+        Some(&super::statements::SCHEMA)
+    }
+
     fn writes(&self) -> bool {
         true
     }
@@ -210,6 +214,10 @@ impl<'a> Leave<'a> {
 
 #[async_trait::async_trait]
 impl Body for Leave<'_> {
+    fn schema(&self) -> Option<&'static Schema> {
+        Some(&super::statements::SCHEMA)
+    }
+
     fn writes(&self) -> bool {
         true
     }
@@ -254,6 +262,10 @@ impl<'a> List<'a> {
 
 #[async_trait::async_trait]
 impl Body for List<'_> {
+    fn schema(&self) -> Option<&'static Schema> {
+        Some(&super::statements::SCHEMA)
+    }
+
     fn writes(&self) -> bool {
         false
     }

@@ -1,10 +1,7 @@
 //! The candidate registry's SQL: its statements, built once per store from the dialect and the
-//! table prefix, and its table's DDL on each engine (created with the lease's tables).
+//! table prefix, and its table as data (created with the lease's tables).
 
-use crate::backend::tx::{BackendKind, Dialect};
-
-/// The registry table, without the prefix (for the check that it exists).
-pub(crate) const TABLES: [&str; 1] = ["candidate"];
+use crate::backend::tx::{Column, Dialect, Kind, Schema, Table};
 
 /// The registry's statements, with the prefix filled in.
 #[derive(Debug)]
@@ -93,59 +90,25 @@ impl Statements {
     }
 }
 
-/// The registry's DDL on `kind` with `prefix` (none on a backend without SQL).
-pub(crate) fn schema(kind: BackendKind, prefix: &str) -> Vec<String> {
-    let ddl: &[&str] = match kind {
-        BackendKind::Postgres => POSTGRES,
-        BackendKind::MySql => MYSQL,
-        BackendKind::Sqlite => SQLITE,
-        _ => &[],
-    };
-    ddl.iter().map(|s| s.replace("{p}", prefix)).collect()
-}
-
-// Names and candidate ids compare byte for byte, as the lease's: `COLLATE "C"` on PostgreSQL,
-// `utf8mb4_bin` on MySQL/MariaDB. Times are the engine's timestamps, written and read as
-// microseconds through the dialect, as the lease's; a plain `SELECT *` reads well.
-
-const POSTGRES: &[&str] = &["CREATE TABLE IF NOT EXISTS {p}candidate (
-    name TEXT COLLATE \"C\" NOT NULL,
-    candidate TEXT COLLATE \"C\" NOT NULL,
-    priority BIGINT NOT NULL,
-    observer BOOLEAN NOT NULL,
-    metadata TEXT,
-    since TIMESTAMPTZ NOT NULL,
-    seen_at TIMESTAMPTZ NOT NULL,
-    expires_at TIMESTAMPTZ NOT NULL,
-    ttl_ms BIGINT NOT NULL,
-    renew_ms BIGINT NOT NULL,
-    PRIMARY KEY (name, candidate)
-)"];
-
-const MYSQL: &[&str] = &["CREATE TABLE IF NOT EXISTS {p}candidate (
-    name VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-    candidate VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-    priority BIGINT NOT NULL,
-    observer BOOLEAN NOT NULL,
-    metadata TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-    since DATETIME(6) NOT NULL,
-    seen_at DATETIME(6) NOT NULL,
-    expires_at DATETIME(6) NOT NULL,
-    ttl_ms BIGINT NOT NULL,
-    renew_ms BIGINT NOT NULL,
-    PRIMARY KEY (name, candidate)
-) ENGINE=InnoDB"];
-
-const SQLITE: &[&str] = &["CREATE TABLE IF NOT EXISTS {p}candidate (
-    name TEXT NOT NULL,
-    candidate TEXT NOT NULL,
-    priority INTEGER NOT NULL,
-    observer INTEGER NOT NULL,
-    metadata TEXT,
-    since TEXT NOT NULL,
-    seen_at TEXT NOT NULL,
-    expires_at TEXT NOT NULL,
-    ttl_ms INTEGER NOT NULL,
-    renew_ms INTEGER NOT NULL,
-    PRIMARY KEY (name, candidate)
-)"];
+/// The registry's table. Names and candidate ids compare byte for byte, as the lease's; times
+/// are the engine's timestamps, as the lease's, so a plain `SELECT *` reads well.
+pub(crate) const SCHEMA: Schema = Schema {
+    layer: "candidates",
+    tables: &[Table {
+        name: "candidate",
+        columns: &[
+            Column::new("name", Kind::Name(191)),
+            Column::new("candidate", Kind::Name(191)),
+            Column::new("priority", Kind::Int),
+            Column::new("observer", Kind::Bool),
+            Column::new("metadata", Kind::Text).null(),
+            Column::new("since", Kind::Time),
+            Column::new("seen_at", Kind::Time),
+            Column::new("expires_at", Kind::Time),
+            Column::new("ttl_ms", Kind::Int),
+            Column::new("renew_ms", Kind::Int),
+        ],
+        primary_key: &["name", "candidate"],
+        indexes: &[],
+    }],
+};

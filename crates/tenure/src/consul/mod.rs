@@ -54,12 +54,14 @@ pub use api::{
 pub use error::{Error, Result};
 pub use validate::{new_session_id, validate_key, validate_prefix, validate_spec};
 
-use crate::backend::tx::{Body, Outcome, Tx};
+use crate::backend::tx::{cell, Body, Outcome, Schema, Tx};
 use crate::store::Store;
 use rows::ConsulTx;
 use rules::Ran;
 use statements::Statements;
-use std::sync::{Arc, OnceLock};
+
+/// The topic of the layer's change signals: every write signals it at commit.
+pub(crate) const TOPIC: &str = "consul";
 
 /// Consul's sessions and keys on one store: the layer's handle. Cheap to clone.
 ///
@@ -81,8 +83,7 @@ use std::sync::{Arc, OnceLock};
 #[derive(Clone, Debug)]
 pub struct Consul {
     store: Store,
-    /// Built from the store's dialect and prefix at the first transaction.
-    statements: Arc<OnceLock<Statements>>,
+    statements: cell::Statements<Statements>,
 }
 
 impl Consul {
@@ -90,7 +91,7 @@ impl Consul {
     pub fn new(store: Store) -> Consul {
         Consul {
             store,
-            statements: Arc::default(),
+            statements: cell::Statements::default(),
         }
     }
 
@@ -145,7 +146,7 @@ impl Consul {
 
 /// One request as a transaction's body.
 struct Run<'a> {
-    statements: &'a OnceLock<Statements>,
+    statements: &'a cell::Statements<Statements>,
     request: &'a Request,
     actor: &'a str,
     /// What the last run answered, or why it refused (then rolled back).
@@ -162,9 +163,12 @@ impl Body for Run<'_> {
         "consul"
     }
 
+    fn schema(&self) -> Option<&'static Schema> {
+        Some(&statements::SCHEMA)
+    }
+
     async fn run(&mut self, tx: &mut dyn Tx) -> crate::error::Result<Outcome> {
-        let statements = self.statements;
-        let s = statements.get_or_init(|| Statements::new(tx.prefix(), tx.dialect()));
+        let s = self.statements.get(tx, Statements::new);
         let mut rows = ConsulTx::new(tx, s);
         match rules::run(&mut rows, self.request, self.actor).await {
             Ok(ran) => {

@@ -4,8 +4,9 @@
 
 use super::statements::{prefix_end, Statements};
 use super::{Behavior, Entry, Session};
-use crate::backend::tx::{Arg, Row, Tx};
-use crate::error::{Error, Result};
+use crate::backend::tx::int::{self, bigint as int, bits, from_bits};
+use crate::backend::tx::{Arg, Row, Topic, Tx};
+use crate::error::Result;
 use crate::model::{DbTime, Op};
 use crate::records::Applied;
 use std::time::Duration;
@@ -108,27 +109,9 @@ pub(crate) struct ConsulTx<'t> {
     s: &'t Statements,
 }
 
-/// A stored counter or duration (never negative as written) as the layer's unsigned value.
-fn unsigned(v: i64) -> u64 {
-    u64::try_from(v).unwrap_or(0)
-}
-
-/// An unsigned counter or duration as the `BIGINT` it is stored in: checked, never wrapped.
-fn int(what: &'static str, v: u64) -> Result<i64> {
-    i64::try_from(v).map_err(|_| Error::Invalid {
-        what,
-        value: v.to_string(),
-        rule: "at most 9223372036854775807 (a BIGINT)",
-    })
-}
-
-/// Consul's flags are any `u64`; a `BIGINT` keeps their 64 bits (two's complement both ways).
-fn flags_to_int(flags: u64) -> i64 {
-    i64::from_ne_bytes(flags.to_ne_bytes())
-}
-
-fn flags_of(v: i64) -> u64 {
-    u64::from_ne_bytes(v.to_ne_bytes())
+/// A stored counter or duration of the Consul tables, read back unsigned.
+fn unsigned(v: i64) -> Result<u64> {
+    int::unsigned("consul", "counter", v)
 }
 
 fn session_row(row: &dyn Row) -> Result<SessionRow> {
@@ -137,12 +120,12 @@ fn session_row(row: &dyn Row) -> Result<SessionRow> {
         id: row.text("id")?,
         name: row.text("name")?,
         node: row.text("node")?,
-        ttl_ms: row.opt_int("ttl_ms")?.map(unsigned),
-        lease_ms: unsigned(row.int("lease_ms")?),
-        lock_delay_ms: unsigned(row.int("lock_delay_ms")?),
+        ttl_ms: row.opt_int("ttl_ms")?.map(unsigned).transpose()?,
+        lease_ms: unsigned(row.int("lease_ms")?)?,
+        lock_delay_ms: unsigned(row.int("lock_delay_ms")?)?,
         behavior: Behavior::parse(&behavior).unwrap_or(Behavior::Release),
-        create_index: unsigned(row.int("create_index")?),
-        modify_index: unsigned(row.int("modify_index")?),
+        create_index: unsigned(row.int("create_index")?)?,
+        modify_index: unsigned(row.int("modify_index")?)?,
         expires_at: DbTime(row.int("expires_us")?),
     })
 }
@@ -151,7 +134,7 @@ fn entry_row(row: &dyn Row) -> Result<EntryRow> {
     let lease = match row.opt_int("l_term")? {
         Some(term) => Some(LeaseState {
             holder: row.opt_text("l_holder")?,
-            term: unsigned(term),
+            term: unsigned(term)?,
             acquired_at: DbTime(row.int("l_acquired_us")?),
             expires_at: DbTime(row.int("l_expires_us")?),
         }),
@@ -160,11 +143,11 @@ fn entry_row(row: &dyn Row) -> Result<EntryRow> {
     Ok(EntryRow {
         key: row.text("kv_key")?,
         value: row.bytes("value")?,
-        flags: flags_of(row.int("flags")?),
+        flags: from_bits(row.int("flags")?),
         session: row.opt_text("session")?,
-        lock_index: unsigned(row.int("lock_index")?),
-        create_index: unsigned(row.int("create_index")?),
-        modify_index: unsigned(row.int("modify_index")?),
+        lock_index: unsigned(row.int("lock_index")?)?,
+        create_index: unsigned(row.int("create_index")?)?,
+        modify_index: unsigned(row.int("modify_index")?)?,
         lease,
     })
 }
@@ -189,26 +172,16 @@ impl<'t> ConsulTx<'t> {
 
     /// Locks the index row until the end of the transaction and reads it (0 if new).
     pub(crate) async fn lock_index(&mut self) -> Result<u64> {
-        if let Some(row) = self.tx.fetch(&self.s.lock_index, &[]).await?.first() {
-            return Ok(unsigned(row.int("idx")?));
-        }
-        // First use: a concurrent creator makes this a unique violation, retried.
-        self.tx.execute(&self.s.insert_index, &[]).await?;
-        let rows = self.tx.fetch(&self.s.lock_index, &[]).await?;
-        let row = rows.first().ok_or(sqlx::Error::RowNotFound)?;
-        Ok(unsigned(row.int("idx")?))
+        self.s.index.lock(self.tx).await
     }
 
     /// Reads the index without locking.
     pub(crate) async fn read_index(&mut self) -> Result<u64> {
-        let rows = self.tx.fetch(&self.s.read_index, &[]).await?;
-        rows.first()
-            .map_or(Ok(0), |row| row.int("idx").map(unsigned))
+        self.s.index.read(self.tx).await
     }
 
     pub(crate) async fn set_index(&mut self, index: u64) -> Result<()> {
-        let args = [Arg::Int(int("index", index)?)];
-        self.tx.execute(&self.s.set_index, &args).await
+        self.s.index.set(self.tx, index).await
     }
 
     /// One session row, expired or not.
@@ -323,7 +296,7 @@ impl<'t> ConsulTx<'t> {
         let args = [
             Arg::Text(&e.key),
             Arg::Bytes(&e.value),
-            Arg::Int(flags_to_int(e.flags)),
+            Arg::Int(bits(e.flags)),
             Arg::OptText(e.session.as_deref()),
             Arg::Int(int("lock index", e.lock_index)?),
             Arg::Int(int("index", e.create_index)?),
@@ -335,7 +308,7 @@ impl<'t> ConsulTx<'t> {
     pub(crate) async fn update_entry(&mut self, e: &EntryRow) -> Result<()> {
         let args = [
             Arg::Bytes(&e.value),
-            Arg::Int(flags_to_int(e.flags)),
+            Arg::Int(bits(e.flags)),
             Arg::OptText(e.session.as_deref()),
             Arg::Int(int("lock index", e.lock_index)?),
             Arg::Int(int("index", e.create_index)?),
@@ -360,20 +333,7 @@ impl<'t> ConsulTx<'t> {
     }
 
     /// Wakes the blocking queries of other instances at commit, where the engine can push.
-    pub(crate) async fn notify(&mut self, key: &str) -> Result<()> {
-        self.tx.notify(key).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{flags_of, flags_to_int};
-
-    #[test]
-    fn flags_keep_their_64_bits() {
-        for flags in [0, 7, u64::MAX, 1 << 63, (1 << 63) - 1] {
-            assert_eq!(flags_of(flags_to_int(flags)), flags);
-        }
-        assert_eq!(flags_to_int(u64::MAX), -1);
+    pub(crate) async fn notify(&mut self) -> Result<()> {
+        self.tx.notify(Topic::Layer(super::TOPIC)).await
     }
 }

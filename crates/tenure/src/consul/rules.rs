@@ -60,7 +60,7 @@ pub(crate) async fn run(tx: &mut ConsulTx<'_>, request: &Request, actor: &str) -
     let reply = write(tx, request, now, &mut w, actor).await?;
     let index = if w.changed {
         tx.set_index(before + 1).await?;
-        tx.notify("").await?;
+        tx.notify().await?;
         before + 1
     } else {
         before

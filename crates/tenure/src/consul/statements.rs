@@ -2,15 +2,14 @@
 //! prefix, and its tables' DDL on each engine (applied with the lease tables by `migrate`,
 //! printed by `tenure migrate --print`).
 
-use crate::backend::tx::{BackendKind, Dialect};
+use crate::backend::tx::counter::{self, Counter};
+use crate::backend::tx::{Column, Dialect, Index, Kind, Schema, Table};
 
 /// The statements of the Consul tables, with the prefix filled in.
 #[derive(Debug)]
 pub(crate) struct Statements {
-    pub(super) lock_index: String,
-    pub(super) read_index: String,
-    pub(super) insert_index: String,
-    pub(super) set_index: String,
+    /// The index: every write takes it first.
+    pub(super) index: Counter,
     pub(super) session: String,
     pub(super) sessions: String,
     pub(super) sessions_of_node: String,
@@ -32,7 +31,6 @@ impl Statements {
     pub(crate) fn new(prefix: &str, d: &Dialect) -> Statements {
         let p = d.param;
         let t = d.text;
-        let index = format!("{prefix}consul_index");
         let sessions = format!("{prefix}consul_session");
         let kv = format!("{prefix}consul_kv");
         let lease = format!("{prefix}lease");
@@ -58,10 +56,7 @@ impl Statements {
             (d.to_us)("l.expires_at"),
         );
         Statements {
-            lock_index: format!("SELECT idx FROM {index} WHERE id = 1 {}", d.for_update),
-            read_index: format!("SELECT idx FROM {index} WHERE id = 1"),
-            insert_index: format!("INSERT INTO {index} (id, idx) VALUES (1, 0)"),
-            set_index: format!("UPDATE {index} SET idx = {} WHERE id = 1", p(1)),
+            index: Counter::new(&INDEX, prefix, d),
             session: format!("{session_columns} WHERE id = {}", p(1)),
             sessions: format!("{session_columns} ORDER BY create_index"),
             sessions_of_node: format!(
@@ -158,101 +153,51 @@ pub(super) fn prefix_end(prefix: &str) -> Option<String> {
     None
 }
 
-/// The Consul tables, without the prefix (for the check that they exist).
-pub(crate) const TABLES: [&str; 3] = ["consul_session", "consul_kv", "consul_index"];
+/// The counter every Consul write takes first: its index (`X-Consul-Index`).
+pub(super) const INDEX: Table = counter::table("consul_index");
 
-/// The DDL of the Consul tables on `kind` with `prefix` (none on a backend without SQL).
-pub(crate) fn schema(kind: BackendKind, prefix: &str) -> Vec<String> {
-    let ddl: &[&str] = match kind {
-        BackendKind::Postgres => POSTGRES,
-        BackendKind::MySql => MYSQL,
-        BackendKind::Sqlite => SQLITE,
-        _ => &[],
-    };
-    ddl.iter().map(|s| s.replace("{p}", prefix)).collect()
-}
-
-// Keys and session ids compare byte for byte, as tenure's names: `COLLATE "C"` on
-// PostgreSQL, `utf8mb4_bin` on MySQL/MariaDB. Times are the engine's timestamps, written
-// and read as microseconds through the dialect, as the lease's.
-
-const POSTGRES: &[&str] = &[
-    "CREATE TABLE IF NOT EXISTS {p}consul_session (
-    id TEXT COLLATE \"C\" NOT NULL PRIMARY KEY,
-    name TEXT NOT NULL,
-    node TEXT COLLATE \"C\" NOT NULL,
-    ttl_ms BIGINT,
-    lease_ms BIGINT NOT NULL,
-    lock_delay_ms BIGINT NOT NULL,
-    behavior TEXT NOT NULL,
-    create_index BIGINT NOT NULL,
-    modify_index BIGINT NOT NULL,
-    expires_at TIMESTAMPTZ NOT NULL
-)",
-    "CREATE TABLE IF NOT EXISTS {p}consul_kv (
-    kv_key TEXT COLLATE \"C\" NOT NULL PRIMARY KEY,
-    value BYTEA NOT NULL,
-    flags BIGINT NOT NULL,
-    session TEXT COLLATE \"C\",
-    lock_index BIGINT NOT NULL,
-    create_index BIGINT NOT NULL,
-    modify_index BIGINT NOT NULL
-)",
-    "CREATE INDEX IF NOT EXISTS {p}consul_kv_session ON {p}consul_kv (session)",
-    "CREATE TABLE IF NOT EXISTS {p}consul_index (id INTEGER NOT NULL PRIMARY KEY, idx BIGINT NOT NULL)",
-];
-
-const MYSQL: &[&str] = &[
-    "CREATE TABLE IF NOT EXISTS {p}consul_session (
-    id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
-    name TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-    node VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-    ttl_ms BIGINT NULL,
-    lease_ms BIGINT NOT NULL,
-    lock_delay_ms BIGINT NOT NULL,
-    behavior VARCHAR(16) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-    create_index BIGINT NOT NULL,
-    modify_index BIGINT NOT NULL,
-    expires_at DATETIME(6) NOT NULL
-) ENGINE=InnoDB",
-    "CREATE TABLE IF NOT EXISTS {p}consul_kv (
-    kv_key VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL PRIMARY KEY,
-    value LONGBLOB NOT NULL,
-    flags BIGINT NOT NULL,
-    session VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-    lock_index BIGINT NOT NULL,
-    create_index BIGINT NOT NULL,
-    modify_index BIGINT NOT NULL,
-    INDEX {p}consul_kv_session (session)
-) ENGINE=InnoDB",
-    "CREATE TABLE IF NOT EXISTS {p}consul_index (id INTEGER NOT NULL PRIMARY KEY, idx BIGINT NOT NULL) ENGINE=InnoDB",
-];
-
-const SQLITE: &[&str] = &[
-    "CREATE TABLE IF NOT EXISTS {p}consul_session (
-    id TEXT NOT NULL PRIMARY KEY,
-    name TEXT NOT NULL,
-    node TEXT NOT NULL,
-    ttl_ms INTEGER,
-    lease_ms INTEGER NOT NULL,
-    lock_delay_ms INTEGER NOT NULL,
-    behavior TEXT NOT NULL,
-    create_index INTEGER NOT NULL,
-    modify_index INTEGER NOT NULL,
-    expires_at TEXT NOT NULL
-)",
-    "CREATE TABLE IF NOT EXISTS {p}consul_kv (
-    kv_key TEXT NOT NULL PRIMARY KEY,
-    value BLOB NOT NULL,
-    flags INTEGER NOT NULL,
-    session TEXT,
-    lock_index INTEGER NOT NULL,
-    create_index INTEGER NOT NULL,
-    modify_index INTEGER NOT NULL
-)",
-    "CREATE INDEX IF NOT EXISTS {p}consul_kv_session ON {p}consul_kv (session)",
-    "CREATE TABLE IF NOT EXISTS {p}consul_index (id INTEGER NOT NULL PRIMARY KEY, idx INTEGER NOT NULL)",
-];
+/// The Consul tables. Keys and session ids compare byte for byte, as tenure's names; times are
+/// the engine's timestamps, as the lease's.
+pub(crate) const SCHEMA: Schema = Schema {
+    layer: "consul",
+    tables: &[
+        Table {
+            name: "consul_session",
+            columns: &[
+                Column::new("id", Kind::Name(64)),
+                Column::new("name", Kind::Text),
+                Column::new("node", Kind::Name(191)),
+                Column::new("ttl_ms", Kind::Int).null(),
+                Column::new("lease_ms", Kind::Int),
+                Column::new("lock_delay_ms", Kind::Int),
+                Column::new("behavior", Kind::Name(16)),
+                Column::new("create_index", Kind::Int),
+                Column::new("modify_index", Kind::Int),
+                Column::new("expires_at", Kind::Time),
+            ],
+            primary_key: &["id"],
+            indexes: &[],
+        },
+        Table {
+            name: "consul_kv",
+            columns: &[
+                Column::new("kv_key", Kind::Name(191)),
+                Column::new("value", Kind::Bytes),
+                Column::new("flags", Kind::Int),
+                Column::new("session", Kind::Name(64)).null(),
+                Column::new("lock_index", Kind::Int),
+                Column::new("create_index", Kind::Int),
+                Column::new("modify_index", Kind::Int),
+            ],
+            primary_key: &["kv_key"],
+            indexes: &[Index {
+                name: "session",
+                columns: &["session"],
+            }],
+        },
+        INDEX,
+    ],
+};
 
 #[cfg(test)]
 mod tests {

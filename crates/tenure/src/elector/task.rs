@@ -3,6 +3,7 @@
 use super::{Command, LeaderGuard, Role};
 use crate::belief::{deadline_for, Belief, Ledger};
 use crate::candidates::{Candidates, Registration};
+use crate::changes::Topic;
 use crate::config::Timing;
 use crate::error::{Error, Result};
 use crate::model::duration_ms;
@@ -105,7 +106,7 @@ impl Task {
                     self.lose("local deadline passed without a renewal", Loss::Deadline);
                     next = Instant::now();
                 }
-                () = self.changes.changed(|n| n == self.name) => {
+                () = self.changes.changed(|t| t == Topic::Lease(&self.name)) => {
                     next = next.min(Instant::now());
                 }
                 () = sleep_until(next.max(self.not_before)), if !self.paused => {

@@ -11,6 +11,7 @@ pub use guard::LockGuard;
 pub use options::LockOptions;
 pub use semaphore::Semaphore;
 
+use crate::changes::Topic;
 use crate::error::{Error, Result};
 use crate::model::Op;
 use crate::store::Store;
@@ -263,7 +264,7 @@ impl Locks {
             let next = until(now + wait, give_up);
             tokio::select! {
                 () = sleep_until(next) => {}
-                () = changes.changed(|n| n == name) => {}
+                () = changes.changed(|t| t == Topic::Lease(name)) => {}
             }
         }
     }

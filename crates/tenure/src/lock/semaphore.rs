@@ -1,6 +1,7 @@
 //! [`Semaphore`]: up to N holders of one name, one lease per permit.
 
 use super::{transient, until, LockGuard, LockOptions, Locks};
+use crate::changes::Topic;
 use crate::error::Result;
 use crate::validate;
 use std::time::Duration;
@@ -81,7 +82,7 @@ impl Semaphore {
             let next = until(now + timing.renew_interval() + timing.jitter(), give_up);
             tokio::select! {
                 () = sleep_until(next) => {}
-                () = changes.changed(|n| n.starts_with(&prefix)) => {}
+                () = changes.changed(|t| matches!(t, Topic::Lease(n) if n.starts_with(&prefix))) => {}
             }
         }
     }

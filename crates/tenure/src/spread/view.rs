@@ -3,7 +3,7 @@
 //! read of groups' assignments (each group's members and shards in one statement), and an
 //! operator's pause or resume of every shard of a group.
 
-use crate::backend::tx::{Arg, Body, Dialect, Outcome, Row, Tx};
+use crate::backend::tx::{Arg, Body, Dialect, Outcome, Row, Schema, Tx};
 use crate::candidates::{Candidate, Candidates, Registration};
 use crate::error::Result;
 use crate::model::DbTime;
@@ -174,6 +174,10 @@ pub(super) struct Tick<'a> {
 
 #[async_trait::async_trait]
 impl Body for Tick<'_> {
+    fn schema(&self) -> Option<&'static Schema> {
+        Some(&crate::candidates::statements::SCHEMA)
+    }
+
     fn writes(&self) -> bool {
         true
     }
@@ -220,6 +224,10 @@ pub(super) struct Read<'a> {
 
 #[async_trait::async_trait]
 impl Body for Read<'_> {
+    fn schema(&self) -> Option<&'static Schema> {
+        Some(&crate::candidates::statements::SCHEMA)
+    }
+
     fn writes(&self) -> bool {
         false
     }
@@ -262,6 +270,10 @@ pub(super) struct Admin<'a> {
 
 #[async_trait::async_trait]
 impl Body for Admin<'_> {
+    fn schema(&self) -> Option<&'static Schema> {
+        Some(&crate::candidates::statements::SCHEMA)
+    }
+
     fn writes(&self) -> bool {
         true
     }

@@ -223,8 +223,9 @@ pub trait Engine: Sized + Send + Sync + 'static {
     /// cycle, which checks it against the server's own epoch row).
     fn saw_epoch(&self, _epoch: crate::model::Epoch) {}
 
-    /// A transaction that may have written rows of a feature's own committed: an engine whose
-    /// database cannot push tells the other processes here (SQLite rings its doorbell for any
-    /// listener, `""`); the default does nothing.
-    fn committed(&self) {}
+    /// A transaction that signalled `topics` (their wire form, see `Topic`) committed: an
+    /// engine whose database cannot push tells the other processes here (SQLite rings its
+    /// doorbell with each); the default does nothing (PostgreSQL's NOTIFY went with the
+    /// transaction; MySQL's listeners of a layer poll).
+    fn committed(&self, _topics: &[String]) {}
 }

@@ -27,10 +27,10 @@ mod schema;
 mod statements;
 mod transaction;
 
+pub(crate) use crate::backend::tx::int::bigint;
 pub(crate) use backend::Engine;
 pub use backend::SqlBackend;
 pub(crate) use dialect::{Dialect, EpochSql};
 #[cfg(feature = "postgres")]
 pub(crate) use retention::acquisition_prunes;
-pub(crate) use rows::bigint;
 pub(crate) use statements::{lease_columns, Statements};

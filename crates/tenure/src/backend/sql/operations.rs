@@ -6,8 +6,9 @@
 use super::backend::{Engine, SqlBackend};
 use super::dialect::EpochSql;
 use super::retention::prunes_history;
-use super::rows::{bigint, RawLease};
+use super::rows::RawLease;
 use super::statements::RENEW_CHUNK;
+use crate::backend::tx::int::bigint;
 use crate::backend::tx::{Body, Outcome, Tx};
 use crate::backend::{Applied, Backend, BackendKind, HistoryEntry, RedactedUrl, Renewed, Snapshot};
 use crate::error::{Error, Result};
@@ -387,14 +388,14 @@ where
     }
 
     async fn transaction(&self, body: &mut dyn Body) -> Result<()> {
-        let decided = self.run_body(body).await?;
+        let committed = self.run_body(body).await?;
         // Committed: the engine may tell other processes (SQLite's and MySQL's doorbells) of
-        // the lease operations it decided and of any feature rows it wrote.
-        for (name, op, applied) in &decided {
+        // the lease operations it decided and of the topics the body signalled.
+        for (name, op, applied) in &committed.decided {
             self.engine.applied(name, op, applied);
         }
-        if body.writes() {
-            self.engine.committed();
+        if !committed.topics.is_empty() {
+            self.engine.committed(&committed.topics);
         }
         Ok(())
     }

@@ -1,5 +1,5 @@
-//! A lease row as the statements read it, and its checked conversion into a [`Lease`]; the
-//! checked conversion of a value the other way, into a `BIGINT` parameter.
+//! A lease row as the statements read it, and its checked conversion into a [`Lease`] (the
+//! other way, into a `BIGINT` parameter: the seam's `int::bigint`).
 
 use crate::error::{Error, Result};
 use crate::model::{DbTime, Lease};
@@ -39,14 +39,4 @@ impl RawLease {
             name: self.name,
         })
     }
-}
-
-/// `value` (a term, an index, milliseconds) as the signed `BIGINT` it is stored in: checked,
-/// never wrapped into a negative number.
-pub(crate) fn bigint(what: &'static str, value: u64) -> Result<i64> {
-    i64::try_from(value).map_err(|_| Error::Invalid {
-        what,
-        value: value.to_string(),
-        rule: "at most 9223372036854775807 (a BIGINT)",
-    })
 }

@@ -3,7 +3,7 @@
 //! begins, runs, commits and, after a transient conflict, runs again here.
 
 use super::backend::{Engine, SqlBackend};
-use crate::backend::tx::{Arg, Body, Outcome, Row, Tx};
+use crate::backend::tx::{Arg, Body, Outcome, Row, Topic, Tx};
 use crate::error::{is_duplicate_object, is_retryable, Error, Result};
 use crate::model::{Clock, DbTime, Lease, Op, Standing};
 use crate::records::Applied;
@@ -24,12 +24,21 @@ pub(in crate::backend) struct SqlTx<'b, E: Engine> {
     clock: Option<Clock>,
     /// The last lease this transaction changed, to name it when a conflict aborts it.
     touched: Option<String>,
-    /// The lease operations it decided, for the engine to hear of once committed.
-    decided: Vec<Decided>,
+    /// What it did, for the engine to hear of once committed.
+    committed: Committed,
 }
 
 /// A lease operation a transaction decided: what the engine hears of after the commit.
 pub(in crate::backend) type Decided = (String, Op, Applied);
+
+/// What a transaction that committed did, for the engine to tell other processes of.
+#[derive(Debug, Default)]
+pub(in crate::backend) struct Committed {
+    /// The lease operations it decided.
+    pub decided: Vec<Decided>,
+    /// The topics it signalled ([`Tx::notify`]), in their wire form.
+    pub topics: Vec<String>,
+}
 
 /// A row of a feature's query.
 struct SqlRow<R>(R);
@@ -83,9 +92,9 @@ where
     /// Runs `body` in one transaction, again (up to [`ATTEMPTS`] times in all, after a short
     /// random pause) while it fails with a transient conflict: the one retry loop. A
     /// concurrent `CREATE … IF NOT EXISTS` counts as one (PostgreSQL answers the second
-    /// creator "already exists": run again, and the table is there). Returns the lease
-    /// operations of the transaction that committed (none if it rolled back).
-    pub(in crate::backend) async fn run_body(&self, body: &mut dyn Body) -> Result<Vec<Decided>> {
+    /// creator "already exists": run again, and the table is there). Returns what the
+    /// transaction that committed did (nothing if it rolled back).
+    pub(in crate::backend) async fn run_body(&self, body: &mut dyn Body) -> Result<Committed> {
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -109,7 +118,7 @@ where
         &self,
         body: &mut dyn Body,
         touched: &mut Option<String>,
-    ) -> Result<Vec<Decided>> {
+    ) -> Result<Committed> {
         let writes = body.writes();
         // Behind a transaction pooler every transaction carries the store's settings.
         let tx = if writes || self.pooled {
@@ -123,18 +132,18 @@ where
             writes,
             clock: None,
             touched: None,
-            decided: Vec::new(),
+            committed: Committed::default(),
         };
         let outcome = body.run(&mut sql_tx).await;
         *touched = sql_tx.touched.take();
         match outcome? {
             Outcome::Commit => {
                 sql_tx.tx.commit().await?;
-                Ok(sql_tx.decided)
+                Ok(sql_tx.committed)
             }
             Outcome::Rollback => {
                 sql_tx.tx.rollback().await?;
-                Ok(Vec::new())
+                Ok(Committed::default())
             }
         }
     }
@@ -210,7 +219,8 @@ where
             epoch: applied.epoch,
         });
         self.touched = Some(name.to_string());
-        self.decided
+        self.committed
+            .decided
             .push((name.to_string(), op.clone(), applied.clone()));
         Ok(applied)
     }
@@ -225,10 +235,14 @@ where
         Ok(b.snapshot_from(&rows)?.leases.pop())
     }
 
-    async fn notify(&mut self, name: &str) -> Result<()> {
+    async fn notify(&mut self, topic: Topic<'_>) -> Result<()> {
         let b = self.backend;
+        let payload = topic.encode();
         if let Some(sql) = &b.stmts.notify {
-            b.query(sql).bind(name).execute(&mut *self.tx).await?;
+            b.query(sql).bind(&payload).execute(&mut *self.tx).await?;
+        }
+        if !self.committed.topics.contains(&payload) {
+            self.committed.topics.push(payload);
         }
         Ok(())
     }

@@ -174,9 +174,11 @@ impl Engine for Sqlite {
         }
     }
 
-    fn committed(&self) {
+    fn committed(&self, topics: &[String]) {
         if let Some(bell) = &self.bell {
-            bell.ring("");
+            for topic in topics {
+                bell.ring(topic);
+            }
         }
     }
 }

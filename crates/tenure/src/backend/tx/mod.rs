@@ -18,13 +18,31 @@
 //!   place a term is minted) under the lease row's lock, at the transaction's instant, with
 //!   its history event. Deciding at that earlier instant, rather than after the row lock was
 //!   granted, only errs towards "still held".
-//! - [`Tx::notify`]: wakes the listeners of a name at commit, where the engine can push.
+//! - [`Tx::notify`]: wakes the listeners of a [`Topic`] (a lease, or a layer's own rows) at
+//!   commit, where the engine can push.
 //! - [`Tx::execute`] / [`Tx::fetch`]: the feature's own statements, with [`Arg`]s in, rows out.
+//!
+//! # The kit
+//! What every layer needs, written once here rather than again in each layer:
+//! - [`ddl`]: its tables as data ([`Schema`], [`Table`], [`Column`]), rendered for each
+//!   engine, created where missing and grown by the columns a newer build added;
+//! - [`int`]: checked conversions between its unsigned counters and the `BIGINT`s that store
+//!   them;
+//! - [`cell::Statements`]: its statement bundle, built once per store from the dialect;
+//! - [`counter::Counter`]: a revision counter that serializes its writers and hands out
+//!   gapless values in commit order;
+//! - [`Topic`]: change signals by topic, so that a layer's watchers wake for its own rows.
 
 // A build whose features use only part of the seam leaves the rest unused. Its items are `pub`
 // (in a crate-private module) only so that a test wrapper of a backend (feature `testing`:
 // `backend::TransactionBody`) can pass a body on; they are not part of the API.
 #![allow(dead_code, unreachable_pub)]
+
+pub mod cell;
+pub mod counter;
+pub mod ddl;
+pub mod int;
+mod topic;
 
 use crate::error::Result;
 use crate::model::{DbTime, Lease, Op, Standing};
@@ -33,6 +51,9 @@ use async_trait::async_trait;
 
 pub use super::kind::BackendKind;
 pub(crate) use super::sql::Dialect;
+pub use ddl::{Column, Index, Kind, Schema, Table};
+pub use topic::Topic;
+pub(crate) use topic::ANY;
 
 /// A parameter of a feature's statement.
 #[derive(Clone, Copy, Debug)]
@@ -78,8 +99,9 @@ pub trait Tx: Send {
     ) -> Result<Applied>;
     /// The row of the lease `name` as the transaction sees it (no lock), if there is one.
     async fn read_lease(&mut self, name: &str) -> Result<Option<Lease>>;
-    /// Wakes the listeners of `name` (empty: of anything) at commit, where the engine pushes.
-    async fn notify(&mut self, name: &str) -> Result<()>;
+    /// Wakes the listeners of `topic` at commit, where the engine pushes (PostgreSQL's
+    /// NOTIFY, SQLite's doorbell; MySQL's listeners poll).
+    async fn notify(&mut self, topic: Topic<'_>) -> Result<()>;
     /// Runs a statement. (Never infer an outcome from affected-row counts: their meaning
     /// differs between engines and connection flags; read the rows back.)
     async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<()>;
@@ -111,6 +133,12 @@ pub trait Body: Send {
     /// The database's clock as the work read it, once it ran: the store records its offset
     /// from the local wall clock.
     fn db_now(&self) -> Option<DbTime> {
+        None
+    }
+    /// The tables of the layer the work belongs to, if any: a statement that finds one of them
+    /// missing is answered with [`Error::SchemaMissing`](crate::Error::SchemaMissing) naming
+    /// it (a store wrapped by hand and never migrated), not a database error at every call.
+    fn schema(&self) -> Option<&'static Schema> {
         None
     }
     /// The one lease name the work is about, if one: an attribute of the call's span.

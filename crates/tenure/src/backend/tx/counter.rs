@@ -1,0 +1,92 @@
+//! A layer's revision counter: one row of a table of the layer's own, which every writing
+//! transaction of the layer takes first. Taking it serializes the layer's writers, so the
+//! values it hands out are gapless and commit in order: a reader that has seen N never later
+//! sees a commit below N (a key-value layer's index, a revision).
+
+use super::ddl::{Column, Kind, Table};
+use super::int::{bigint, unsigned};
+use super::{Arg, Dialect, Tx};
+use crate::error::Result;
+
+/// A counter's columns: one row, `id` = 1, with its value in `idx`.
+const COLUMNS: &[Column] = &[Column::new("id", Kind::Int), Column::new("idx", Kind::Int)];
+
+/// The table of one counter, named by the layer.
+pub const fn table(name: &'static str) -> Table {
+    Table {
+        name,
+        columns: COLUMNS,
+        primary_key: &["id"],
+        indexes: &[],
+    }
+}
+
+/// The statements of one counter, with the store's prefix in its table's name.
+#[derive(Debug)]
+pub struct Counter {
+    table: String,
+    lock: String,
+    read: String,
+    insert: String,
+    set: String,
+}
+
+impl Counter {
+    /// The counter kept in `table` (as [`table`] describes it), with `prefix`.
+    pub fn new(table: &Table, prefix: &str, d: &Dialect) -> Counter {
+        let name = table.named(prefix);
+        Counter {
+            lock: format!("SELECT idx FROM {name} WHERE id = 1 {}", d.for_update),
+            read: format!("SELECT idx FROM {name} WHERE id = 1"),
+            insert: format!("INSERT INTO {name} (id, idx) VALUES (1, 0)"),
+            set: format!("UPDATE {name} SET idx = {} WHERE id = 1", (d.param)(1)),
+            table: name,
+        }
+    }
+
+    /// Locks the counter's row until the end of the transaction and reads it (0 the first
+    /// time: the row is created, and a concurrent creator's unique violation is a conflict the
+    /// seam runs the body again after).
+    ///
+    /// # Errors
+    /// Database errors; [`Error::Corrupt`](crate::Error::Corrupt) for a negative value.
+    pub async fn lock(&self, tx: &mut dyn Tx) -> Result<u64> {
+        if let Some(row) = tx.fetch(&self.lock, &[]).await?.first() {
+            return unsigned(&self.table, "index", row.int("idx")?);
+        }
+        tx.execute(&self.insert, &[]).await?;
+        let rows = tx.fetch(&self.lock, &[]).await?;
+        let row = rows.first().ok_or(sqlx::Error::RowNotFound)?;
+        unsigned(&self.table, "index", row.int("idx")?)
+    }
+
+    /// Its value, without a lock (0 before the first write).
+    ///
+    /// # Errors
+    /// Database errors; [`Error::Corrupt`](crate::Error::Corrupt) for a negative value.
+    pub async fn read(&self, tx: &mut dyn Tx) -> Result<u64> {
+        match tx.fetch(&self.read, &[]).await?.first() {
+            Some(row) => unsigned(&self.table, "index", row.int("idx")?),
+            None => Ok(0),
+        }
+    }
+
+    /// Sets it (after [`lock`](Counter::lock), in the same transaction).
+    ///
+    /// # Errors
+    /// Database errors; [`Error::Invalid`](crate::Error::Invalid) beyond a `BIGINT`.
+    pub async fn set(&self, tx: &mut dyn Tx, value: u64) -> Result<()> {
+        tx.execute(&self.set, &[Arg::Int(bigint("index", value)?)])
+            .await
+    }
+
+    /// Locks it and adds one: the value this transaction writes at.
+    ///
+    /// # Errors
+    /// As [`lock`](Counter::lock) and [`set`](Counter::set).
+    pub async fn next(&self, tx: &mut dyn Tx) -> Result<u64> {
+        let next = self.lock(tx).await? + 1;
+        self.set(tx, next).await?;
+        Ok(next)
+    }
+}
