@@ -59,7 +59,7 @@ pub(super) async fn watch(global: &Global, args: WatchArgs) -> Outcome {
             _ = interrupt.recv() => return Ok(OK),
             _ = terminate.recv() => return Ok(OK),
             () = tokio::time::sleep(args.interval) => {}
-            () = changes.changed(|n| n == args.name) => {}
+            () = changes.changed(|t| t == tenure::Topic::Lease(&args.name)) => {}
         }
     }
 }

@@ -257,9 +257,12 @@ async fn postgres_notifications_wake_the_watcher() {
     // late one (on a loaded machine) would wake the watcher a second time.
     let mut announced = db.store().changes();
     db.campaign("alpha", "node-a", 60_000).await;
-    tokio::time::timeout(Duration::from_secs(10), announced.changed(|n| n == "alpha"))
-        .await
-        .expect("the campaign is announced");
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        announced.changed(|t| t == tenure::Topic::Lease("alpha")),
+    )
+    .await
+    .expect("the campaign is announced");
     let state = state(&db, Duration::from_secs(60), BTreeMap::new());
     let watcher = state.watcher().clone();
     let app = app(state);
