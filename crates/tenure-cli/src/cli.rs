@@ -482,14 +482,9 @@ pub(crate) struct ServeArgs {
     /// Longest `wait` a blocking query may ask for (longer ones are shortened to it).
     #[arg(long, default_value = "10m", value_parser = duration)]
     pub max_wait: Duration,
-    /// This instance's Consul node name: sessions created here without a TTL live as long as
-    /// it runs (renewed every ttl/4, ending one ttl after it stops). Default: the candidate id.
-    #[arg(long, value_name = "NAME")]
-    pub node: Option<String>,
-    /// With --token-file, Consul API reads (GET /v1/kv, /v1/session) need the token too;
-    /// writes always do.
-    #[arg(long)]
-    pub consul_reads_need_token: bool,
+    #[cfg(feature = "consul")]
+    #[command(flatten)]
+    pub consul: crate::serve::ConsulArgs,
     #[command(flatten)]
     pub watching: crate::watching::WatchingArgs,
     // Last: its help heading would also head the flags after it.

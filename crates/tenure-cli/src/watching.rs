@@ -10,9 +10,7 @@
 //! lifetime ([`command_span`]) and one per Consul API request ([`consul_request`]).
 
 use crate::exit::{Failure, INTERNAL};
-use axum::extract::Request;
 use axum::http::header;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -23,7 +21,6 @@ use std::sync::OnceLock;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tracing::field::Empty;
-use tracing::Instrument;
 
 /// The flag every long-running command flattens in.
 #[derive(Debug, Args)]
@@ -126,7 +123,12 @@ pub(crate) fn command_span(name: &str, lease: &str, term: u64, program: &str) ->
 
 /// Middleware of `tenure serve`'s Consul API: one span per request
 /// (`tenure.consul_request`) with its method, path and status.
-pub(crate) async fn consul_request(request: Request, next: Next) -> Response {
+#[cfg(feature = "consul")]
+pub(crate) async fn consul_request(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    use tracing::Instrument;
     let span = tracing::debug_span!(
         "tenure.consul_request",
         otel.kind = "server",

@@ -276,10 +276,17 @@ fn status_page_charts_the_renewals_of_a_name() {
         "no renewals seen yet"
     );
     // Renewals do not move the index: the page asks again within a quarter of the shortest
-    // held lease (2 s here), so its countdown does not run down to 0 between answers.
+    // held lease (2 s here), so its countdown does not run down to 0 between answers. (Waited
+    // for, not read once: on a loaded machine the server's 2 s lease can lapse for a moment,
+    // and while nothing short is held the page rightly waits longer.)
+    browser.until(
+        Duration::from_secs(30),
+        "the page waits a quarter of charted's 2 s lease",
+        "(w => w >= 250 && w <= 500)(Number(document.body.dataset.wait))",
+    );
     let wait = browser.eval("Number(document.body.dataset.wait)");
     let wait = wait.as_f64().expect("the page's wait");
-    assert!((250.0..=500.0).contains(&wait), "the page waits {wait} ms");
+    assert!(wait <= 2000.0, "the page never waits beyond 2 s: {wait} ms");
 }
 
 /// The spreading groups' section: hidden without groups, then each member's shards and the

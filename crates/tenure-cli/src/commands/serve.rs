@@ -6,7 +6,7 @@ use super::{check_global, check_lease, check_name, stand};
 use crate::cli::{Global, ServeArgs};
 use crate::database;
 use crate::exit::{Failure, Outcome, OK};
-use crate::serve::{self, AppState, Campaign, ConsulNode, Shared, Token, Watcher};
+use crate::serve::{self, AppState, Campaign, Shared, Token, Watcher};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 use tenure::Elector;
@@ -34,13 +34,16 @@ pub(super) async fn serve(global: &Global, args: ServeArgs) -> Outcome {
         ));
     }
     let timing = check_lease(&args.lease)?;
-    if let Some(node) = &args.node {
-        check_name(node)?;
-    }
-    if args.consul_reads_need_token && args.token_file.is_none() {
-        return Err(Failure::usage(
-            "--consul-reads-need-token needs --token-file (the token the reads must present)",
-        ));
+    #[cfg(feature = "consul")]
+    {
+        if let Some(node) = &args.consul.node {
+            check_name(node)?;
+        }
+        if args.consul.consul_reads_need_token && args.token_file.is_none() {
+            return Err(Failure::usage(
+                "--consul-reads-need-token needs --token-file (the token the reads must present)",
+            ));
+        }
     }
     if let Some(m) = &args.metadata {
         tenure::validate::metadata(m)?;
@@ -107,15 +110,23 @@ pub(super) async fn serve(global: &Global, args: ServeArgs) -> Outcome {
         electors.push(elector);
     }
 
-    let node = args.node.clone().unwrap_or_else(|| candidate.clone());
-    let mut consul = ConsulNode::spawn(
-        store.clone(),
-        node.clone(),
-        timing.ttl(),
-        args.poll_interval.min(Duration::from_millis(250)),
-    );
-    consul.reads_need_token = args.consul_reads_need_token;
-    tracing::info!(%node, "Consul API on /v1/kv and /v1/session");
+    #[cfg(feature = "consul")]
+    let consul = {
+        let node = args
+            .consul
+            .node
+            .clone()
+            .unwrap_or_else(|| candidate.clone());
+        let mut consul = serve::ConsulNode::spawn(
+            store.clone(),
+            node.clone(),
+            timing.ttl(),
+            args.poll_interval.min(Duration::from_millis(250)),
+        );
+        consul.reads_need_token = args.consul.consul_reads_need_token;
+        tracing::info!(%node, "Consul API on /v1/kv and /v1/session");
+        consul
+    };
     let state = AppState::new(Shared {
         store,
         watcher,
@@ -123,6 +134,7 @@ pub(super) async fn serve(global: &Global, args: ServeArgs) -> Outcome {
         token,
         metrics: Some(metrics),
         max_wait: args.max_wait,
+        #[cfg(feature = "consul")]
         consul: consul.clone(),
     });
     if global.quiet == 0 {
@@ -147,6 +159,7 @@ pub(super) async fn serve(global: &Global, args: ServeArgs) -> Outcome {
         };
     }
     tracing::info!("stopping: releasing the campaigns, answering the waiting requests");
+    #[cfg(feature = "consul")]
     consul.leave().await;
     let _ = stop.send(());
     shutdown(electors).await;

@@ -29,6 +29,7 @@ impl ApiError {
     }
 
     /// 400: malformed input.
+    #[cfg_attr(not(feature = "http-api"), allow(dead_code))]
     pub(super) fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, message)
     }
@@ -45,6 +46,7 @@ impl ApiError {
     }
 
     /// 404: a name that has never been used.
+    #[cfg_attr(not(feature = "http-api"), allow(dead_code))]
     pub(super) fn unknown(name: &str) -> ApiError {
         ApiError::new(
             StatusCode::NOT_FOUND,
@@ -80,6 +82,7 @@ impl From<tenure::Error> for ApiError {
 }
 
 /// What a handler that can fail answers.
+#[cfg_attr(not(feature = "http-api"), allow(dead_code))]
 pub(super) type Answer = Result<Response, ApiError>;
 
 /// Any other path.

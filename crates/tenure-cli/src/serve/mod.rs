@@ -1,37 +1,34 @@
-//! `tenure serve`: tenure over HTTP — JSON reads, blocking queries in the manner of Consul's,
-//! admin calls behind a bearer token, a leader-check for load balancers, Prometheus metrics and
-//! a status page.
+//! `tenure serve`: one house, several rooms. The house is what every build of the server has:
+//! the listener, the shared watcher of the leases, `/health`, `/metrics`, `/openapi.json`, the
+//! admin token and the JSON error. Each protocol it speaks is a room — a folder of its own
+//! behind a cargo feature of `tenure-cli`, on in the default build — that gives the house its
+//! routes and its part of the OpenAPI document; a slim build leaves a room out with its feature.
 //!
 //! # Layout
 //! - this file: [`AppState`], the router [`app`] (drivable with `oneshot`, without a socket)
 //!   and [`serve`], which runs it until the caller's shutdown future completes.
-//! - `error`: [`ApiError`](error::ApiError), the JSON error every failure answers with.
-//! - `reads`: health, status, one lease, its leader and its history; blocking or not; the
-//!   candidates of a name and the spreading groups.
-//! - `campaigns`: this process's own `--campaign` roles and the leader-check.
-//! - `admin`: demote, handover, pause and resume, behind the token.
-//! - `params`: path names, query parameters and admin bodies, parsed strictly (400 otherwise).
-//! - `watch`: the shared watcher. One database read per poll interval (and, on PostgreSQL, one
-//!   per NOTIFY) serves every waiting client, however many there are.
-//! - `renewals`: each name's renewals as the watcher reads them (the gap between renewals and
-//!   the lease left at each), for the status page's charts (`GET /v1/renewals`).
-//! - `consul`, `consul_node`: Consul's session and KV API (leader election, locks,
-//!   semaphores) on `tenure::consul`, and this instance as a Consul node (heartbeat of its
-//!   sessions without TTL, the reap of expired ones, the index blocking queries wait on).
+//! - `error`: [`ApiError`](error::ApiError), the JSON error every failure of the house and of
+//!   the HTTP API answers with.
+//! - `health`, `metrics`: `/health` and the Prometheus recorder behind the library's `metrics`
+//!   facade.
+//! - `watch`, `renewals`: the shared watcher. One database read per poll interval (and, on
+//!   PostgreSQL, one per NOTIFY) serves every waiting client, however many there are; it keeps
+//!   each name's renewals for the status page's charts.
 //! - `auth`: the admin token, compared in constant time, and the requester's address.
-//! - `metrics`: the Prometheus recorder behind the library's `metrics` facade.
-//! - `openapi.json`, `page.html`: the API description and the status page, embedded.
+//! - `openapi`: the document, the house's part (`openapi.json`) merged with the rooms'.
+//! - the rooms: `api` (feature `http-api`: tenure's reads, admin calls, campaigns, the status
+//!   page) and `consul` (feature `consul`: Consul's session and KV API, and this instance as a
+//!   Consul node).
 
-mod admin;
+#[cfg(feature = "http-api")]
+mod api;
 mod auth;
-mod campaigns;
+#[cfg(feature = "consul")]
 mod consul;
-mod consul_node;
 mod error;
-mod go_duration;
+mod health;
 pub(crate) mod metrics;
-mod params;
-mod reads;
+mod openapi;
 mod renewals;
 mod watch;
 
@@ -39,14 +36,15 @@ mod watch;
 mod tests;
 
 pub(crate) use auth::Token;
-pub(crate) use consul_node::ConsulNode;
+#[cfg(feature = "consul")]
+pub(crate) use consul::{ConsulArgs, ConsulNode};
 pub(crate) use watch::Watcher;
 
 use axum::extract::{DefaultBodyLimit, Request};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::get;
 use axum::Router;
 use metrics_exporter_prometheus::PrometheusHandle;
 use std::collections::BTreeMap;
@@ -63,6 +61,7 @@ pub(crate) const MAX_BODY_BYTES: usize = 16 * 1024;
 
 /// This process's own campaign for one name (`--campaign`).
 #[derive(Clone, Debug)]
+#[cfg_attr(not(feature = "http-api"), allow(dead_code))]
 pub(crate) struct Campaign {
     /// This process's candidate id.
     pub candidate: String,
@@ -74,7 +73,8 @@ pub(crate) struct Campaign {
 #[derive(Clone)]
 pub(crate) struct AppState(Arc<Shared>);
 
-/// The parts of an [`AppState`].
+/// The parts of an [`AppState`]. (A slim build's rooms leave some of them unread.)
+#[cfg_attr(not(all(feature = "http-api", feature = "consul")), allow(dead_code))]
 pub(crate) struct Shared {
     /// Reads without `index`, and the admin calls, go to the database through it.
     pub store: Store,
@@ -89,6 +89,7 @@ pub(crate) struct Shared {
     /// Blocking queries never wait longer than this, whatever they ask for.
     pub max_wait: Duration,
     /// This instance as a Consul node (the Consul API's sessions and index).
+    #[cfg(feature = "consul")]
     pub consul: ConsulNode,
 }
 
@@ -104,56 +105,34 @@ impl AppState {
     }
 }
 
-/// Every route of `tenure serve`.
+/// Every route of `tenure serve`: the house's, and those of every room compiled in.
 pub(crate) fn app(state: AppState) -> Router {
-    let admin = Router::new()
-        .route("/v1/demote/{name}", post(admin::demote))
-        .route("/v1/handover/{name}", post(admin::handover))
-        .route("/v1/pause/{name}", post(admin::pause))
-        .route("/v1/resume/{name}", post(admin::resume))
-        .route_layer(middleware::from_fn_with_state(state.clone(), auth::require));
-    // Consul's API: values up to 512 KiB, checked by the handler (Consul's 413).
-    let consul = Router::new()
-        .route("/v1/session/create", put(consul::create_session))
-        .route("/v1/session/renew/{id}", put(consul::renew_session))
-        .route("/v1/session/destroy/{id}", put(consul::destroy_session))
-        .route("/v1/session/info/{id}", get(consul::session_info))
-        .route("/v1/session/list", get(consul::session_list))
-        .route("/v1/session/node/{node}", get(consul::session_node))
-        .route(
-            "/v1/kv/",
-            get(consul::kv_get_root).delete(consul::kv_delete_root),
-        )
-        .route(
-            "/v1/kv/{*key}",
-            get(consul::kv_get)
-                .put(consul::kv_put)
-                .delete(consul::kv_delete),
-        )
-        .route_layer(middleware::from_fn(crate::watching::consul_request))
-        .layer(DefaultBodyLimit::max(tenure::consul::MAX_VALUE_BYTES + 1));
-    Router::new()
-        .route("/", get(page))
+    let house = Router::new()
         .route("/openapi.json", get(openapi))
-        .route("/health", get(reads::health))
-        .route("/metrics", get(metrics::render))
-        .route("/v1/status", get(reads::status))
-        .route("/v1/status/{name}", get(reads::lease))
-        .route("/v1/leader/{name}", get(reads::leader))
-        .route("/v1/history/{name}", get(reads::history))
-        .route("/v1/candidates/{name}", get(reads::candidates))
-        .route("/v1/renewals", get(renewals::renewals))
-        .route("/v1/groups", get(reads::groups))
-        .route("/v1/self", get(campaigns::campaigns))
-        .route("/v1/self/{name}", get(campaigns::campaign))
-        .route("/v1/leader-check/{name}", get(campaigns::leader_check))
-        .merge(admin)
-        .merge(consul)
+        .route("/health", get(health::health))
+        .route("/metrics", get(metrics::render));
+    #[cfg(feature = "http-api")]
+    let house = house.merge(api::routes(&state));
+    // Bodies of at most MAX_BODY_BYTES here; a room with a limit of its own (Consul's values)
+    // brings it with its routes.
+    let house = house
+        .layer(middleware::from_fn(limit_body))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES));
+    #[cfg(feature = "consul")]
+    let house = house.merge(consul::routes());
+    house
         .fallback(error::no_route)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn(edges))
         .with_state(state)
 }
+
+/// The parts of the OpenAPI document of the rooms compiled in.
+const ROOMS: &[&str] = &[
+    #[cfg(feature = "http-api")]
+    api::OPENAPI,
+    #[cfg(feature = "consul")]
+    consul::OPENAPI,
+];
 
 /// Runs `app(state)` on `listener` until `shutdown` completes; then blocking queries answer at
 /// once and the server stops after the requests in flight.
@@ -175,22 +154,26 @@ pub(crate) async fn serve(
         .await
 }
 
-/// What every answer shares: a body announced larger than [`MAX_BODY_BYTES`] is refused before
-/// it is read, a 405 says why in JSON like every other error, and nothing is cached (a
-/// leader-check answer is only true now).
-async fn edges(request: Request, next: Next) -> Response {
-    let announced = request
+/// A body announced larger than [`MAX_BODY_BYTES`] is refused before it is read.
+async fn limit_body(request: Request, next: Next) -> Response {
+    if announced_length(&request).is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return error::ApiError::too_large().into_response();
+    }
+    next.run(request).await
+}
+
+/// The body's length as its `Content-Length` announces it.
+pub(crate) fn announced_length(request: &Request) -> Option<u64> {
+    request
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if request.uri().path().starts_with("/v1/kv/") {
-        if let Some(n) = announced.filter(|n| *n > tenure::consul::MAX_VALUE_BYTES as u64) {
-            return consul::too_large(usize::try_from(n).unwrap_or(usize::MAX)).into_response();
-        }
-    } else if announced.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-        return error::ApiError::too_large().into_response();
-    }
+        .and_then(|v| v.parse::<u64>().ok())
+}
+
+/// What every answer shares: a 405 says why in JSON like every other error, and nothing is
+/// cached (a leader-check answer is only true now).
+async fn edges(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
     if response.status() == StatusCode::METHOD_NOT_ALLOWED
         && !response.headers().contains_key(header::CONTENT_TYPE)
@@ -211,26 +194,7 @@ async fn edges(request: Request, next: Next) -> Response {
     response
 }
 
-const PAGE: &str = include_str!("page.html");
-const OPENAPI: &str = include_str!("openapi.json");
-
-/// The status page: plain HTML and JS, nothing fetched but this server's own API.
-async fn page() -> Response {
-    (
-        [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
-            (
-                header::CONTENT_SECURITY_POLICY,
-                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; \
-                 connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'",
-            ),
-            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        ],
-        PAGE,
-    )
-        .into_response()
-}
-
+/// The API description of this build's routes.
 async fn openapi() -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+    axum::Json(openapi::document(ROOMS)).into_response()
 }

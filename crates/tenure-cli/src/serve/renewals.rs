@@ -21,11 +21,11 @@
 //! Bounded: the last [`POINTS`] renewals of at most [`NAMES`] names; a name gone from the
 //! table frees its place. IO-free: the watcher reads, this only compares.
 
-use super::AppState;
+// Only the HTTP API shows them (`GET /v1/renewals`, the status page); the watcher keeps them
+// in every build.
+#![cfg_attr(not(feature = "http-api"), allow(dead_code))]
+
 use crate::output::time;
-use axum::extract::State;
-use axum::response::{IntoResponse, Response};
-use axum::Json;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashSet, VecDeque};
 use tenure::{DbTime, Snapshot};
@@ -222,11 +222,6 @@ pub(crate) struct PointJson {
     pub gap_ms: u64,
     /// Milliseconds the lease had left when the renewal landed.
     pub left_ms: u64,
-}
-
-/// `GET /v1/renewals`: every followed name's latest renewals, oldest first.
-pub(super) async fn renewals(State(state): State<AppState>) -> Response {
-    Json(state.0.watcher.renewals()).into_response()
 }
 
 #[cfg(test)]

@@ -9,6 +9,10 @@
 //! stood vacant before its next tenure (`tenure::telemetry::Vacancies`), and each name's
 //! renewals for the status page's charts ([`Renewals`]).
 
+// Its blocking queries and renewals serve the HTTP API; `/health` and `/metrics` read its view
+// in every build.
+#![cfg_attr(not(feature = "http-api"), allow(dead_code))]
+
 use super::renewals::{Renewals, RenewalsJson};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

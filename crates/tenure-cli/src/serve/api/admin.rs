@@ -1,15 +1,16 @@
 //! The admin calls: demote, handover, pause and resume, each behind the bearer token
-//! (`auth::require`) and recorded in the history with the requester as actor.
+//! ([`require`]) and recorded in the history with the requester as actor.
 
-use super::auth::Actor;
-use super::error::{Answer, ApiError};
 use super::params::{body, DemoteBody, EmptyBody, HandoverBody, Name};
-use super::AppState;
 use crate::output::AdminAnswer;
+use crate::serve::auth::{bearer, Actor};
+use crate::serve::error::{Answer, ApiError};
+use crate::serve::AppState;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
-use axum::extract::State;
-use axum::http::StatusCode;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use tenure::Applied;
@@ -90,4 +91,38 @@ pub(super) async fn resume(
     body::<EmptyBody>(&admin_body(bytes)?, Some(EmptyBody {}))?;
     let applied = state.0.store.resume(&name, &actor).await?;
     Ok(admin_answer("resume", &applied))
+}
+
+/// Lets an admin call through only with the right bearer token: 401 without one or with a
+/// wrong one, 403 when the server has no token at all (admin calls are off).
+pub(super) async fn require(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let Some(token) = &state.0.token else {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "admin calls are disabled: start tenure serve with --token-file",
+        )
+        .into_response();
+    };
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| bearer(v.as_bytes()));
+    match presented {
+        Some(given) if token.matches(given) => next.run(request).await,
+        Some(_) => unauthorized("wrong bearer token"),
+        None => unauthorized("admin calls need the header Authorization: Bearer <token>"),
+    }
+}
+
+fn unauthorized(message: &str) -> Response {
+    let mut response = ApiError::new(StatusCode::UNAUTHORIZED, message).into_response();
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer realm=\"tenure\""),
+    );
+    response
 }

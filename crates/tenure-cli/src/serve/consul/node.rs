@@ -6,12 +6,27 @@
 //! server stops gracefully the node leaves: its sessions without TTL end at once (their locks
 //! released with their lock-delay), as a Consul agent's sessions do when it leaves.
 
+use clap::Args;
 use std::sync::Arc;
 use std::time::Duration;
 use tenure::consul::{Answer, Consul, Reply, Request};
 use tenure::Store;
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
+
+/// The Consul room's flags of `tenure serve`.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Consul API")]
+pub(crate) struct ConsulArgs {
+    /// This instance's Consul node name: sessions created here without a TTL live as long as
+    /// it runs (renewed every ttl/4, ending one ttl after it stops). Default: the candidate id.
+    #[arg(long, value_name = "NAME")]
+    pub node: Option<String>,
+    /// With --token-file, Consul API reads (GET /v1/kv, /v1/session) need the token too;
+    /// writes always do.
+    #[arg(long)]
+    pub consul_reads_need_token: bool,
+}
 
 /// The actor recorded in the lease history for the node's own upkeep.
 const ACTOR: &str = "consul-node";

@@ -1,10 +1,10 @@
 //! This process's own campaigns (`--campaign`): its role per name, and the leader-check that
 //! load balancers ask.
 
-use super::error::{Answer, ApiError};
 use super::params::Name;
-use super::AppState;
 use crate::output::LeaderJson;
+use crate::serve::error::{Answer, ApiError};
+use crate::serve::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -29,7 +29,7 @@ struct CampaignJson {
 }
 
 impl CampaignJson {
-    fn new(name: &str, campaign: &super::Campaign) -> CampaignJson {
+    fn new(name: &str, campaign: &crate::serve::Campaign) -> CampaignJson {
         let role = campaign.role.borrow().clone();
         let (word, term, believed_ms, leader) = match &role {
             Role::Leader { term, deadline } => {

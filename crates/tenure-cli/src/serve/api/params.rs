@@ -2,7 +2,7 @@
 //! and `limit`, and the admin bodies. Anything malformed is a 400 naming the value and what is
 //! allowed; the rules here are the ones `openapi.json` states.
 
-use super::error::ApiError;
+use crate::serve::error::ApiError;
 use axum::extract::{FromRequestParts, Path, Query};
 use axum::http::request::Parts;
 use serde::Deserialize;

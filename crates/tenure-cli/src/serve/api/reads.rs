@@ -1,13 +1,14 @@
-//! The reads: health, status, one lease, its leader and its history. Reads without `index` go
+//! The reads: status, one lease, its leader and its history, the candidates, the groups and the
+//! renewals. Reads without `index` go
 //! to the database; blocking reads (`index`, `wait`) are answered from the shared watcher's view.
 
-use super::error::{Answer, ApiError};
 use super::params::{Name, Params};
-use super::watch::View;
-use super::AppState;
 use crate::groups::GroupJson;
 use crate::output::{time, HistoryJson, LeaderJson, LeaseJson};
 use crate::roster::RosterJson;
+use crate::serve::error::{Answer, ApiError};
+use crate::serve::watch::View;
+use crate::serve::AppState;
 use axum::extract::State;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -25,44 +26,6 @@ fn indexed(index: u64, body: impl Serialize) -> Response {
         .headers_mut()
         .insert(INDEX_HEADER, HeaderValue::from(index));
     response
-}
-
-#[derive(Serialize)]
-struct Health {
-    status: &'static str,
-    database: String,
-    index: u64,
-    /// Requests waiting in blocking queries now.
-    waiting: usize,
-    /// Milliseconds since the shared watcher's last successful read.
-    last_read_ms: Option<u64>,
-    error: Option<String>,
-}
-
-/// `GET /health`: 200 while the shared watcher's reads succeed, 503 when the last one failed.
-pub(super) async fn health(State(state): State<AppState>) -> Response {
-    let view = state.0.watcher.current();
-    let ok = view.error.is_none() && view.snapshot.is_some();
-    let health = Health {
-        status: if ok { "ok" } else { "unavailable" },
-        database: state.0.store.kind().to_string(),
-        index: view.index,
-        waiting: state.0.watcher.waiting(),
-        last_read_ms: view
-            .read_at
-            .map(|t| u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX)),
-        error: view.error.clone().or_else(|| {
-            view.snapshot
-                .is_none()
-                .then(|| "no read of the leases yet".to_string())
-        }),
-    };
-    let status = if ok {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
-    };
-    (status, Json(health)).into_response()
 }
 
 #[derive(Serialize)]
@@ -221,4 +184,9 @@ struct GroupsAnswer {
 pub(super) async fn groups(State(state): State<AppState>) -> Answer {
     let groups = crate::groups::read(&state.0.store).await?;
     Ok(Json(GroupsAnswer { groups }).into_response())
+}
+
+/// `GET /v1/renewals`: every followed name's latest renewals, oldest first.
+pub(super) async fn renewals(State(state): State<AppState>) -> Response {
+    Json(state.0.watcher.renewals()).into_response()
 }
