@@ -485,6 +485,9 @@ pub(crate) struct ServeArgs {
     #[cfg(feature = "consul")]
     #[command(flatten)]
     pub consul: crate::serve::ConsulArgs,
+    #[cfg(feature = "etcd")]
+    #[command(flatten)]
+    pub etcd: crate::serve::EtcdArgs,
     #[command(flatten)]
     pub watching: crate::watching::WatchingArgs,
     // Last: its help heading would also head the flags after it.

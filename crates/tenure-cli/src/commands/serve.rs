@@ -12,7 +12,7 @@ use std::time::Duration;
 use tenure::Elector;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
-use tokio::sync::oneshot;
+use tokio::sync::watch;
 
 /// How long the requests in flight get to finish after a signal.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -127,6 +127,8 @@ pub(super) async fn serve(global: &Global, args: ServeArgs) -> Outcome {
         tracing::info!(%node, "Consul API on /v1/kv and /v1/session");
         consul
     };
+    #[cfg(feature = "etcd")]
+    let etcd = start_etcd(&args.etcd, &store, &candidate, token.clone(), global.quiet).await?;
     let state = AppState::new(Shared {
         store,
         watcher,
@@ -140,15 +142,24 @@ pub(super) async fn serve(global: &Global, args: ServeArgs) -> Outcome {
     if global.quiet == 0 {
         eprintln!("tenure: listening on http://{address}");
     }
-    let (stop, stopped) = oneshot::channel::<()>();
-    let mut server = tokio::spawn(serve::serve(listener, state, async {
-        let _ = stopped.await;
-    }));
+    let (stop, stopped) = watch::channel(false);
+    let mut server = tokio::spawn(serve::serve(listener, state, stop_signal(stopped.clone())));
+    #[cfg(feature = "etcd")]
+    let mut etcd = etcd.map(|(listener, room)| {
+        tokio::spawn(serve::etcd::serve(
+            listener,
+            room,
+            stop_signal(stopped.clone()),
+        ))
+    });
+    #[cfg(not(feature = "etcd"))]
+    let mut etcd: Option<tokio::task::JoinHandle<std::io::Result<()>>> = None;
 
     let early = tokio::select! {
         _ = interrupt.recv() => None,
         _ = terminate.recv() => None,
         result = &mut server => Some(result),
+        result = room_ended(&mut etcd) => Some(result),
     };
     if let Some(result) = early {
         shutdown(electors).await;
@@ -161,8 +172,13 @@ pub(super) async fn serve(global: &Global, args: ServeArgs) -> Outcome {
     tracing::info!("stopping: releasing the campaigns, answering the waiting requests");
     #[cfg(feature = "consul")]
     consul.leave().await;
-    let _ = stop.send(());
+    let _ = stop.send(true);
     shutdown(electors).await;
+    if let Some(etcd) = etcd.as_mut() {
+        if tokio::time::timeout(DRAIN, etcd).await.is_err() {
+            tracing::warn!("etcd calls still in flight after {DRAIN:?}; stopping anyway");
+        }
+    }
     match tokio::time::timeout(DRAIN, &mut server).await {
         Ok(Ok(Ok(()))) => Ok(OK),
         Ok(Ok(Err(e))) => Err(Failure::from(e)),
@@ -173,6 +189,50 @@ pub(super) async fn serve(global: &Global, args: ServeArgs) -> Outcome {
             Ok(OK)
         }
     }
+}
+
+/// Completes when `stop` turns true (or its sender is gone).
+async fn stop_signal(mut stop: watch::Receiver<bool>) {
+    let _ = stop.wait_for(|stop| *stop).await;
+}
+
+/// The end of a room's own server, if it has one; never otherwise.
+async fn room_ended(
+    room: &mut Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+) -> Result<std::io::Result<()>, tokio::task::JoinError> {
+    match room {
+        Some(task) => task.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// With `--etcd-listen`: its listener, bound, and the etcd room of this server.
+#[cfg(feature = "etcd")]
+async fn start_etcd(
+    args: &serve::EtcdArgs,
+    store: &tenure::Store,
+    candidate: &str,
+    token: Option<Token>,
+    quiet: u8,
+) -> Result<Option<(TcpListener, serve::etcd::Room)>, Failure> {
+    let Some(address) = args.etcd_listen else {
+        return Ok(None);
+    };
+    let listener = TcpListener::bind(address)
+        .await
+        .map_err(|e| Failure::usage(format!("cannot listen on {address} (--etcd-listen): {e}")))?;
+    let address = listener.local_addr()?;
+    if !address.ip().is_loopback() && token.is_none() {
+        tracing::warn!(%address, "etcd API listening beyond loopback without --token-file: every call is allowed");
+    }
+    let member = args.member(address, candidate).map_err(Failure::usage)?;
+    tracing::info!(name = %member.name, id = %format!("{:x}", member.id), "etcd API member");
+    let limit = usize::try_from(args.etcd_max_request_bytes).unwrap_or(usize::MAX);
+    let room = serve::etcd::Room::new(store.clone(), member, token, limit);
+    if quiet == 0 {
+        eprintln!("tenure: etcd API on http://{address}");
+    }
+    Ok(Some((listener, room)))
 }
 
 /// Releases every campaign at once (each elector releases if it leads).

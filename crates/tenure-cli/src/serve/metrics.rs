@@ -3,7 +3,10 @@
 //! The recorder is the one every command installs (`crate::watching`); the library's series
 //! (`tenure::telemetry`: the campaigns of `--campaign` names, the store's round trips) come
 //! with it. The server adds what its shared watcher sees of every name
-//! (`tenure_observed_leader`, `tenure_observed_term`) and of itself (`tenure_serve_*`).
+//! (`tenure_observed_leader`, `tenure_observed_term`) and of itself (`tenure_serve_*`), and
+//! the etcd room's series (`tenure_etcd_*`), declared here and recorded where everything of
+//! the room passes: its one call helper (calls and latency by method) and its watch hub
+//! (revision, compaction floor, live leases, watchers).
 
 use super::error::ApiError;
 use super::AppState;
@@ -11,6 +14,28 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use metrics::{describe_counter, describe_gauge};
+#[cfg(feature = "etcd")]
+use metrics::{describe_histogram, Unit};
+
+/// etcd API calls by method (`KV.Range`) and gRPC code (`Ok`, `NotFound` …) (counter).
+#[cfg(feature = "etcd")]
+pub(crate) const ETCD_CALLS: &str = "tenure_etcd_calls_total";
+/// How long each etcd API call took, a stream until it was opened (histogram, seconds;
+/// label `method`).
+#[cfg(feature = "etcd")]
+pub(crate) const ETCD_CALL_SECONDS: &str = "tenure_etcd_call_seconds";
+/// The etcd revision at the watch hub's latest read (gauge).
+#[cfg(feature = "etcd")]
+pub(crate) const ETCD_REVISION: &str = "tenure_etcd_revision";
+/// The etcd compaction floor at the watch hub's latest read (gauge).
+#[cfg(feature = "etcd")]
+pub(crate) const ETCD_COMPACT_REVISION: &str = "tenure_etcd_compact_revision";
+/// etcd leases alive on the database (gauge).
+#[cfg(feature = "etcd")]
+pub(crate) const ETCD_LEASES: &str = "tenure_etcd_leases";
+/// etcd watchers on this server (gauge).
+#[cfg(feature = "etcd")]
+pub(crate) const ETCD_WATCHERS: &str = "tenure_etcd_watchers";
 
 /// Gives the server's own series their help text.
 pub(crate) fn describe() {
@@ -34,6 +59,38 @@ pub(crate) fn describe() {
         "tenure_serve_waiting_requests",
         "Blocking queries waiting now."
     );
+    #[cfg(feature = "etcd")]
+    describe_etcd();
+}
+
+#[cfg(feature = "etcd")]
+fn describe_etcd() {
+    describe_counter!(
+        ETCD_CALLS,
+        "etcd API calls of this server by method and gRPC code."
+    );
+    describe_histogram!(
+        ETCD_CALL_SECONDS,
+        Unit::Seconds,
+        "How long each etcd API call took (a stream: until it was open), by method."
+    );
+    describe_gauge!(
+        ETCD_REVISION,
+        "The etcd revision at this server's latest read."
+    );
+    describe_gauge!(
+        ETCD_COMPACT_REVISION,
+        "The etcd compaction floor at this server's latest read: older revisions are gone."
+    );
+    describe_gauge!(ETCD_LEASES, "etcd leases alive on the database.");
+    describe_gauge!(ETCD_WATCHERS, "etcd watchers on this server.");
+}
+
+/// Records one etcd API call.
+#[cfg(feature = "etcd")]
+pub(crate) fn etcd_call(method: &'static str, code: tonic::Code, took: std::time::Duration) {
+    metrics::counter!(ETCD_CALLS, "method" => method, "code" => format!("{code:?}")).increment(1);
+    metrics::histogram!(ETCD_CALL_SECONDS, "method" => method).record(took.as_secs_f64());
 }
 
 /// `GET /metrics`: the Prometheus text format.

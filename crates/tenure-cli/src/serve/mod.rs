@@ -17,8 +17,9 @@
 //! - `auth`: the admin token, compared in constant time, and the requester's address.
 //! - `openapi`: the document, the house's part (`openapi.json`) merged with the rooms'.
 //! - the rooms: `api` (feature `http-api`: tenure's reads, admin calls, campaigns, the status
-//!   page) and `consul` (feature `consul`: Consul's session and KV API, and this instance as a
-//!   Consul node).
+//!   page), `consul` (feature `consul`: Consul's session and KV API, and this instance as a
+//!   Consul node) and `etcd` (feature `etcd`: etcd's v3 API, gRPC and its JSON gateway, on a
+//!   listener of its own, `--etcd-listen`).
 
 #[cfg(feature = "http-api")]
 mod api;
@@ -26,6 +27,8 @@ mod auth;
 #[cfg(feature = "consul")]
 mod consul;
 mod error;
+#[cfg(feature = "etcd")]
+pub(crate) mod etcd;
 mod health;
 pub(crate) mod metrics;
 mod openapi;
@@ -38,6 +41,8 @@ mod tests;
 pub(crate) use auth::Token;
 #[cfg(feature = "consul")]
 pub(crate) use consul::{ConsulArgs, ConsulNode};
+#[cfg(feature = "etcd")]
+pub(crate) use etcd::EtcdArgs;
 pub(crate) use watch::Watcher;
 
 use axum::extract::{DefaultBodyLimit, Request};

@@ -15,10 +15,13 @@
 //! - [`leaders`], [`child`], [`outage`]: `tenure run` / `lock` as real processes, the test
 //!   child that logs its start and stop, and a database made unreachable for one process.
 //! - [`serve`]: `tenure serve` as a real process and a small HTTP client.
+//! - [`etcd`]: etcd's API side by side: a real etcd and `tenure serve --etcd-listen`, the same
+//!   scenario against both, their transcripts compared.
 #![allow(dead_code)]
 
 pub(crate) mod child;
 pub(crate) mod databases;
+pub(crate) mod etcd;
 pub(crate) mod leaders;
 pub(crate) mod outage;
 pub(crate) mod serve;

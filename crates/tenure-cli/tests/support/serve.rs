@@ -76,6 +76,8 @@ pub(crate) const TOKEN: &str = "serve-test-token-4b7c1e";
 pub(crate) struct Server {
     child: Child,
     pub addr: SocketAddr,
+    /// The etcd API's address, with `--etcd-listen`.
+    pub etcd: Option<SocketAddr>,
     stderr: Arc<Mutex<String>>,
 }
 
@@ -105,8 +107,14 @@ impl Server {
         let stderr = Arc::new(Mutex::new(String::new()));
         let sink = Arc::clone(&stderr);
         let pipe = child.stderr.take().expect("stderr");
+        let etcd = Arc::new(Mutex::new(None));
+        let etcd_seen = Arc::clone(&etcd);
         std::thread::spawn(move || {
             for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                // Printed before the main listener's line.
+                if let Some(addr) = line.strip_prefix("tenure: etcd API on http://") {
+                    *etcd_seen.lock().expect("etcd address") = addr.parse::<SocketAddr>().ok();
+                }
                 if let Some(addr) = line.strip_prefix("tenure: listening on http://") {
                     let _ = tx.send(addr.to_string());
                 }
@@ -126,9 +134,11 @@ impl Server {
                 );
             }
         };
+        let etcd = *etcd.lock().expect("etcd address");
         Server {
             child,
             addr,
+            etcd,
             stderr,
         }
     }

@@ -1,0 +1,82 @@
+//! `Maintenance`: `Status` and the alarm list. The database does its own storage upkeep, so
+//! defragmentation, hashes, snapshots, leader moves and downgrades are not served.
+
+use super::call::{Outbound, Rpc};
+use super::{cluster, Room};
+use tenure_etcd_proto::etcdserverpb::maintenance_server::Maintenance;
+use tenure_etcd_proto::etcdserverpb::*;
+use tonic::{Request, Response, Status};
+
+type Answer<A> = Result<Response<A>, Status>;
+
+/// The etcd version `Status` reports: the API this room speaks.
+pub(super) const VERSION: &str = "3.4.0";
+
+#[tonic::async_trait]
+impl Maintenance for Room {
+    /// Listing the alarms answers none (there is no space quota to exceed); raising or
+    /// clearing one is not served.
+    async fn alarm(&self, request: Request<AlarmRequest>) -> Answer<AlarmResponse> {
+        if request.get_ref().action() != alarm_request::AlarmAction::Get {
+            return self.unserved(Rpc::read("Maintenance.Alarm"), &request);
+        }
+        self.unary(
+            Rpc::read("Maintenance.Alarm"),
+            request,
+            |room, _| async move {
+                Ok(AlarmResponse {
+                    header: room.header(0),
+                    alarms: Vec::new(),
+                })
+            },
+        )
+        .await
+    }
+
+    async fn status(&self, request: Request<StatusRequest>) -> Answer<StatusResponse> {
+        self.unary(
+            Rpc::open("Maintenance.Status"),
+            request,
+            |room, _| async move {
+                let revision = 0;
+                let index = u64::try_from(revision).unwrap_or(0);
+                Ok(StatusResponse {
+                    header: room.header(revision),
+                    version: VERSION.into(),
+                    leader: room.0.member.id,
+                    raft_index: index,
+                    raft_term: cluster::RAFT_TERM,
+                    raft_applied_index: index,
+                    ..StatusResponse::default()
+                })
+            },
+        )
+        .await
+    }
+
+    async fn defragment(&self, request: Request<DefragmentRequest>) -> Answer<DefragmentResponse> {
+        self.unserved(Rpc::read("Maintenance.Defragment"), &request)
+    }
+
+    async fn hash(&self, request: Request<HashRequest>) -> Answer<HashResponse> {
+        self.unserved(Rpc::read("Maintenance.Hash"), &request)
+    }
+
+    async fn hash_kv(&self, request: Request<HashKvRequest>) -> Answer<HashKvResponse> {
+        self.unserved(Rpc::read("Maintenance.HashKV"), &request)
+    }
+
+    type SnapshotStream = Outbound<SnapshotResponse>;
+
+    async fn snapshot(&self, request: Request<SnapshotRequest>) -> Answer<Self::SnapshotStream> {
+        self.unserved(Rpc::read("Maintenance.Snapshot"), &request)
+    }
+
+    async fn move_leader(&self, request: Request<MoveLeaderRequest>) -> Answer<MoveLeaderResponse> {
+        self.unserved(Rpc::read("Maintenance.MoveLeader"), &request)
+    }
+
+    async fn downgrade(&self, request: Request<DowngradeRequest>) -> Answer<DowngradeResponse> {
+        self.unserved(Rpc::read("Maintenance.Downgrade"), &request)
+    }
+}

@@ -1,0 +1,14 @@
+//! etcd's own clients against `tenure serve --etcd-listen`, side by side with a real etcd
+//! (Debian's etcd-server 3.4 on free loopback ports; `tests/support/etcd.rs`): the same
+//! requests against both, the transcripts compared, on SQLite, PostgreSQL and MariaDB.
+//!
+//! - `etcdctl`: Debian's etcdctl 3.4 — put/get/del, txn, lease, watch, lock, elect, members;
+//! - `gateway`: etcd's JSON gateway as Patroni's `etcd3` DCS and curl use it;
+//! - `python`: Debian's python3-etcd3 (under /usr/bin/python3).
+//!
+//! `etcd::NAME` runs a scenario on the real etcd alone; `sqlite::NAME` … compare.
+
+mod support;
+
+#[path = "etcd/etcdctl.rs"]
+mod etcdctl;
