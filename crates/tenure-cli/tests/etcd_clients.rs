@@ -12,3 +12,7 @@ mod support;
 
 #[path = "etcd/etcdctl.rs"]
 mod etcdctl;
+#[path = "etcd/gateway.rs"]
+mod gateway;
+#[path = "etcd/python.rs"]
+mod python;

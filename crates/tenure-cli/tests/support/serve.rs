@@ -176,6 +176,12 @@ impl Server {
         i32::try_from(self.child.id()).expect("pid")
     }
 
+    /// SIGKILL: the server dies as in a crash, without leaving anything.
+    pub(crate) fn signal_kill(&self) {
+        let pid = nix::unistd::Pid::from_raw(self.pid());
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+    }
+
     /// SIGTERM, then waits (at most `within`) for the exit.
     pub(crate) fn terminate(&mut self, within: Duration) -> Option<ExitStatus> {
         let pid = nix::unistd::Pid::from_raw(self.pid());

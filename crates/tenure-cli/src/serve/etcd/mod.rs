@@ -14,7 +14,8 @@
 //!
 //! # Layout
 //! - this file: [`Room`] (what every service shares), the router and [`serve`].
-//! - `args`: the flags (`--etcd-listen` …); `call`: the one helper; `status`: etcd's statuses.
+//! - `args`: the flags (`--etcd-listen` …); `call`: the one helper; `status`: etcd's statuses;
+//!   `refusals`: what the gRPC layer refuses before a service sees it, in grpc-go's words.
 //! - `gateway/`: the JSON gateway (routes from the annotations, JSON ⇄ protobuf, gRPC frames).
 //! - `cluster`, `maintenance`, `auth`: members, status and tokens; `kv`, `lease`, `watch`,
 //!   `lock`, `election`: the services over the layer.
@@ -29,6 +30,7 @@ mod kv;
 mod lease;
 mod lock;
 mod maintenance;
+mod refusals;
 mod status;
 mod watch;
 
@@ -39,6 +41,7 @@ use crate::serve::Token;
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -151,6 +154,7 @@ fn grpc(room: &Room) -> Router {
             "/v3electionpb.Election/{*method}",
             ElectionServer::new(room.clone()).max_decoding_message_size(limit),
         )
+        .layer(middleware::from_fn(refusals::in_grpc_go_words))
 }
 
 /// Everything on `--etcd-listen`: the gRPC services, the JSON gateway in front of them,

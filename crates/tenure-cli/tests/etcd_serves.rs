@@ -1,0 +1,189 @@
+//! Several `tenure serve --etcd-listen` on one database are one etcd, on SQLite, PostgreSQL
+//! and MariaDB: a lock taken through one excludes a locker on another; a watch on one sees
+//! writes made through another (within the poll interval where the database has no change
+//! signal); both are members; killing one loses nothing, and a client given both endpoints
+//! carries on with the other.
+
+mod support;
+
+use etcd_client::{Client, GetOptions, WatchOptions};
+use nix::sys::signal::Signal;
+use std::time::{Duration, Instant};
+use support::etcd::{etcdctl_at, etcdctl_command_at, tenure_target_with, Running, Target};
+use support::serve::Db;
+use support::BackendKind;
+
+per_backend!(
+    a_lock_through_one_excludes_a_locker_on_the_other,
+    a_watch_on_one_sees_writes_through_the_other,
+    both_are_members_and_killing_one_loses_nothing
+);
+
+/// The poll interval of the servers: how late a watcher on MySQL (no change signal) may be.
+const POLL: &str = "200ms";
+
+/// Two servers on one database (the second shares the first's tables).
+fn two(kind: BackendKind) -> Option<(tokio::runtime::Runtime, Db, Target, Target)> {
+    if !support::etcd::etcd_installed() {
+        return None;
+    }
+    let runtime = support::runtime();
+    let db = runtime.block_on(Db::new(kind))?;
+    let a = tenure_target_with(&db, &["--poll-interval", POLL, "--etcd-name", "a"]);
+    let b = tenure_target_with(&db, &["--poll-interval", POLL, "--etcd-name", "b"]);
+    Some((runtime, db, a, b))
+}
+
+fn a_lock_through_one_excludes_a_locker_on_the_other(kind: BackendKind) {
+    let Some((runtime, db, a, b)) = two(kind) else {
+        return;
+    };
+    let first = Running::spawn(etcdctl_command_at(&a.url()).args(["lock", "shared"]));
+    let held = first
+        .line(Duration::from_secs(15))
+        .unwrap_or_else(|| panic!("the lock through a:\n{}", a.log()));
+    let second = Running::spawn(etcdctl_command_at(&b.url()).args(["lock", "shared"]));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while etcdctl_at(
+        &b.url(),
+        &["get", "shared/", "--prefix", "--keys-only", "-w", "json"],
+    )
+    .json()["count"]
+        != 2
+    {
+        assert!(Instant::now() < deadline, "the locker on b never queued");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        second.line(Duration::from_secs(2)),
+        None,
+        "b's locker waits while a's holds"
+    );
+    let released = Instant::now();
+    first.signal(Signal::SIGINT);
+    let next = second
+        .line(Duration::from_secs(15))
+        .unwrap_or_else(|| panic!("b's locker never got the lock:\n{}\n{}", a.log(), b.log()));
+    assert_ne!(next, held);
+    eprintln!(
+        "{kind}: the lock passed from a's holder to b's locker in {:?}",
+        released.elapsed()
+    );
+    second.signal(Signal::SIGINT);
+    drop((a, b));
+    runtime.block_on(db.drop_tables());
+}
+
+fn a_watch_on_one_sees_writes_through_the_other(kind: BackendKind) {
+    let Some((runtime, db, a, b)) = two(kind) else {
+        return;
+    };
+    runtime.block_on(async {
+        let mut on_a = Client::connect([a.url()], None).await.expect("connect a");
+        let mut on_b = Client::connect([b.url()], None).await.expect("connect b");
+        let mut watch = on_a
+            .watch("seen/", Some(WatchOptions::new().with_prefix()))
+            .await
+            .expect("watch");
+        watch.message().await.expect("message").expect("created");
+        let mut worst = Duration::ZERO;
+        for i in 0..5 {
+            let written = Instant::now();
+            let put = on_b
+                .put(format!("seen/{i}"), "v", None)
+                .await
+                .expect("put through b");
+            let revision = put.header().expect("header").revision();
+            let event = tokio::time::timeout(Duration::from_secs(10), watch.message())
+                .await
+                .unwrap_or_else(|_| panic!("a's watcher missed a write through b:\n{}", a.log()))
+                .expect("message")
+                .expect("the stream is open");
+            let took = written.elapsed();
+            worst = worst.max(took);
+            assert_eq!(event.events().len(), 1);
+            assert_eq!(event.events()[0].kv().expect("kv").mod_revision(), revision);
+        }
+        eprintln!("{kind}: a write through b reached a watcher on a within {worst:?} (worst of 5)");
+        assert!(worst < Duration::from_secs(5), "{worst:?}");
+    });
+    drop((a, b));
+    runtime.block_on(db.drop_tables());
+}
+
+fn both_are_members_and_killing_one_loses_nothing(kind: BackendKind) {
+    let Some((runtime, db, mut a, b)) = two(kind) else {
+        return;
+    };
+    let members = etcdctl_at(&a.url(), &["member", "list", "-w", "json"]).json();
+    let mut urls: Vec<String> = members["members"]
+        .as_array()
+        .expect("members")
+        .iter()
+        .map(|m| m["clientURLs"][0].as_str().unwrap_or("").to_string())
+        .collect();
+    urls.sort();
+    let mut expected = vec![a.url(), b.url()];
+    expected.sort();
+    assert_eq!(urls, expected, "both are members: {members}");
+    runtime.block_on(async {
+        let mut client = Client::connect([a.url(), b.url()], None)
+            .await
+            .expect("connect both");
+        let lease = client.lease_grant(30, None).await.expect("grant").id();
+        for i in 0..10 {
+            client
+                .put(format!("kept/{i}"), "v", None)
+                .await
+                .expect("put");
+        }
+        a.server.as_ref().expect("a server").signal_kill();
+        // The client carries on with b; every write made through a is there.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut written = 10;
+        while written < 20 {
+            match client.put(format!("kept/{written}"), "v", None).await {
+                Ok(_) => written += 1,
+                Err(e) => {
+                    assert!(
+                        Instant::now() < deadline,
+                        "the client did not carry on with b: {e}"
+                    );
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+        let mut on_b = Client::connect([b.url()], None).await.expect("connect b");
+        let kept = on_b
+            .get(
+                "kept/",
+                Some(GetOptions::new().with_prefix().with_count_only()),
+            )
+            .await
+            .expect("get");
+        assert_eq!(kept.count(), 20);
+        let ttl = on_b.lease_time_to_live(lease, None).await.expect("ttl");
+        assert!(
+            ttl.ttl() > 0,
+            "the lease outlived the server it was granted through"
+        );
+    });
+    // a leaves the member list once its heartbeat stops.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let members = etcdctl_at(&b.url(), &["member", "list", "-w", "json"]).json();
+        if members["members"].as_array().map_or(0, Vec::len) == 1 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the killed member stayed listed: {members}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    if let Some(server) = a.server.as_mut() {
+        server.terminate(Duration::from_secs(5));
+    }
+    drop((a, b));
+    runtime.block_on(db.drop_tables());
+}
