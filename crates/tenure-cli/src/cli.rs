@@ -134,7 +134,7 @@ pub(crate) enum Command {
 
 /// Every duration flag: humantime's syntax, at most [`tenure::validate::MAX_DURATION`] (each
 /// flag's own rule, such as the ttl's, is checked where it is used).
-fn duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn duration(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s)
         .map_err(|e| format!("{e}; expected a duration such as 500ms, 10s or 2m"))?;
     if d > tenure::validate::MAX_DURATION {

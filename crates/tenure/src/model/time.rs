@@ -22,6 +22,15 @@ impl DbTime {
         DbTime(self.0.saturating_add(us))
     }
 
+    /// This instant minus `ms` milliseconds, saturating at the start of `i64`.
+    pub fn minus_ms(self, ms: u64) -> DbTime {
+        let us = i64::try_from(ms)
+            .ok()
+            .and_then(|ms| ms.checked_mul(1000))
+            .unwrap_or(i64::MAX);
+        DbTime(self.0.saturating_sub(us))
+    }
+
     /// Milliseconds from `earlier` to `self`, or 0 when `earlier` is later.
     pub fn ms_since(self, earlier: DbTime) -> u64 {
         u64::try_from(self.0.saturating_sub(earlier.0)).unwrap_or(0) / 1000

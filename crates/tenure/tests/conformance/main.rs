@@ -9,6 +9,7 @@ mod candidates;
 mod common;
 mod consul;
 mod consul_contracts;
+mod consul_index;
 mod elector;
 mod epochs;
 mod fence;
@@ -117,6 +118,11 @@ for_every_backend!([
     consul_contracts::consul_step_down_moves_the_index,
     consul_contracts::consul_stale_release_is_refused,
     consul_contracts::consul_expired_session_cannot_release,
+    consul_index::consul_a_key_answers_with_its_own_index,
+    consul_index::consul_a_write_that_changes_nothing_moves_nothing,
+    consul_index::consul_a_prefix_answers_with_its_changes_and_deletes,
+    consul_index::consul_session_reads_answer_with_the_sessions_index,
+    consul_index::consul_a_ttl_session_lives_twice_its_ttl,
 ]);
 
 fence_tests!(
