@@ -50,8 +50,11 @@
 //!   (public with the `testing` feature).
 //! - [`backend`]: the storage trait and the PostgreSQL, MySQL and SQLite implementations, which
 //!   run the model inside a transaction holding the row lock, with the database's clock; and
-//!   the seam (`backend/tx.rs`, crate-private): one transaction for a feature that keeps rows
-//!   of its own beside the leases, run in the one retry loop.
+//!   the seam (`backend/tx/`, crate-private): one transaction for a layer that keeps rows of
+//!   its own beside the leases, run in the one retry loop, and the kit every layer shares
+//!   (tables as data, checked integers, statement cells, revision counters, change signals by
+//!   topic). `layers.rs` names every layer with tables: connecting, migrating and checking a
+//!   store cover them.
 //! - [`Store`]: the one door to the database — the operations (campaign, release, demote,
 //!   handover, pause, resume, leader, list, history), validated and bounded by a timeout.
 //! - [`Timing`]: the client-side timing model and its safety check.
