@@ -20,6 +20,9 @@ pub enum DcsKind {
     /// user's setup: Patroni's 5 s session at `ttl: 10` is refused, and Patroni adjusts to the
     /// 10 s minimum `/v1/agent/self` tells), or with `--session-ttl-min` this many seconds.
     TenureConsul { session_ttl_min: Option<u64> },
+    /// `tenure serve`'s etcd API (Patroni's `etcd3`, which speaks etcd's JSON gateway), on
+    /// SQLite, with its defaults.
+    TenureEtcd,
 }
 
 /// The running DCS.
@@ -49,6 +52,17 @@ pub fn tenure_binary() -> Option<PathBuf> {
 pub fn missing(kind: DcsKind) -> Vec<String> {
     match kind {
         DcsKind::Etcd => cluster::missing_tools(&[("etcd", "etcd-server")]),
+        DcsKind::TenureEtcd => {
+            let mut missing = Vec::new();
+            if tenure_binary().is_none() {
+                missing.push(
+                    "the tenure command beside tenure-faults (cargo build -p tenure-cli) or \
+                     TENURE_BIN"
+                        .to_string(),
+                );
+            }
+            missing
+        }
         DcsKind::TenureConsul { .. } => {
             let mut missing = Vec::new();
             if tenure_binary().is_none() {
@@ -128,6 +142,21 @@ impl Dcs {
                 }
                 (c, "tenure-serve.log")
             }
+            DcsKind::TenureEtcd => {
+                // The etcd API on the DCS's port; tenure's own HTTP API (and /metrics) on the
+                // port etcd would peer on.
+                let bin = tenure_binary().ok_or("no tenure binary")?;
+                let mut c = Command::new(bin);
+                c.arg("serve")
+                    .arg("--listen")
+                    .arg(format!("127.0.0.1:{}", self.peer_port))
+                    .arg("--etcd-listen")
+                    .arg(format!("127.0.0.1:{}", self.port))
+                    .arg("--database-url")
+                    .arg(format!("sqlite://{}", self.dir.join("dcs.db").display()))
+                    .env("RUST_LOG", "info");
+                (c, "tenure-serve.log")
+            }
         };
         let log = self.log_path(log);
         let group = procs::spawn_logged(command.current_dir(&self.dir), &log)?;
@@ -153,6 +182,7 @@ impl Dcs {
         let path = match self.kind {
             DcsKind::Etcd => "/health",
             DcsKind::TenureConsul { .. } => "/v1/agent/self",
+            DcsKind::TenureEtcd => "/version",
         };
         let process = &mut self.process;
         cluster::wait_until(&what, timeout, Duration::from_millis(100), || {
@@ -176,7 +206,9 @@ impl Dcs {
         match self.kind {
             // `use_proxies`: only the given address (no discovery of the advertised one), so
             // that the proxy can partition the member from it.
-            DcsKind::Etcd => ("etcd3", json!({"hosts": host, "use_proxies": true})),
+            DcsKind::Etcd | DcsKind::TenureEtcd => {
+                ("etcd3", json!({"hosts": host, "use_proxies": true}))
+            }
             DcsKind::TenureConsul { .. } => {
                 ("consul", json!({"host": host, "register_service": false}))
             }
@@ -197,14 +229,18 @@ impl Dcs {
         self.wait_up(timeout).await
     }
 
-    /// The requests tenure serve's Consul API has answered so far (`/metrics`,
-    /// `tenure_consul_requests_total` summed over its labels).
+    /// The requests tenure serve's DCS API has answered so far (`/metrics`:
+    /// `tenure_consul_requests_total`, or `tenure_etcd_calls_total`, summed over its labels).
     pub async fn requests(&self) -> Result<f64, String> {
-        let (code, body) = http(self.port, "GET", "/metrics", None, Duration::from_secs(5)).await?;
+        let (port, metric) = match self.kind {
+            DcsKind::TenureEtcd => (self.peer_port, "tenure_etcd_calls_total"),
+            _ => (self.port, "tenure_consul_requests_total"),
+        };
+        let (code, body) = http(port, "GET", "/metrics", None, Duration::from_secs(5)).await?;
         if code != 200 {
             return Err(format!("/metrics: {code} {body:.100}"));
         }
-        Ok(sum_of(&body, "tenure_consul_requests_total"))
+        Ok(sum_of(&body, metric))
     }
 
     /// Where its data and logs are.

@@ -1,6 +1,6 @@
 //! Patroni *on* tenure: a three-member Patroni cluster (asynchronous replication) whose DCS is
-//! `tenure serve` — its Consul API, on a SQLite file of its own beside the cluster, with its
-//! defaults, as a new user would start it — at Patroni's short `ttl: 10`. The tour: bootstrap,
+//! `tenure serve` — its Consul API or its etcd API, on a SQLite file of its own beside the
+//! cluster, with its defaults, as a new user would start it — at Patroni's short `ttl: 10`. The tour: bootstrap,
 //! an idle minute's cost, a switchover, the leader's Patroni and PostgreSQL SIGKILLed, and
 //! `tenure serve` killed and restarted. Every member's REST API is polled every 200 ms
 //! throughout: two members that say they are the running primary at once is a violation.

@@ -63,6 +63,8 @@ pub enum ClusterKind {
     PatroniOnConsul,
     /// The same with `--session-ttl-min 5s`: Patroni's `ttl: 10` kept as it asked.
     PatroniOnConsulShort,
+    /// Patroni (asynchronous) whose DCS is `tenure serve`'s etcd API (Patroni's `etcd3`).
+    PatroniOnEtcd,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -147,6 +149,7 @@ pub const ALL: &[HaScenario] = &[
         DbFault::OnTenure,
         ClusterKind::PatroniOnConsulShort,
     ),
+    HaScenario::new("on-tenure", DbFault::OnTenure, ClusterKind::PatroniOnEtcd),
 ];
 
 impl ClusterKind {
@@ -160,6 +163,7 @@ impl ClusterKind {
             ClusterKind::PatroniOnConsulShort => DcsKind::TenureConsul {
                 session_ttl_min: Some(5),
             },
+            ClusterKind::PatroniOnEtcd => DcsKind::TenureEtcd,
             _ => DcsKind::Etcd,
         }
     }
@@ -175,12 +179,14 @@ impl HaScenario {
             ClusterKind::MariaDb => "mariadb",
             ClusterKind::PatroniOnConsul => "patroni on tenure (consul)",
             ClusterKind::PatroniOnConsulShort => "patroni on tenure (consul, ttl min 5s)",
+            ClusterKind::PatroniOnEtcd => "patroni on tenure (etcd3)",
         }
     }
 
     /// The scenario's name with its cluster, as `--only` takes it: `kill-primary`,
     /// `lossy-failover-async`, `mariadb-async-failover`, `galera-kill-primary`, `read-only`
-    /// (one MariaDB), `patroni-on-tenure-consul`; a negative control ends in `-no-epochs`.
+    /// (one MariaDB), `patroni-on-tenure-consul`, `patroni-on-tenure-etcd`; a negative control
+    /// ends in `-no-epochs`.
     pub fn id(&self) -> String {
         let id = match self.cluster {
             ClusterKind::PatroniSync | ClusterKind::MariaDb => self.name.to_string(),
@@ -189,6 +195,7 @@ impl HaScenario {
             ClusterKind::Galera => format!("galera-{}", self.name),
             ClusterKind::PatroniOnConsul => format!("patroni-{}-consul", self.name),
             ClusterKind::PatroniOnConsulShort => format!("patroni-{}-consul-short", self.name),
+            ClusterKind::PatroniOnEtcd => format!("patroni-{}-etcd", self.name),
         };
         if self.epochs() {
             id
@@ -267,9 +274,9 @@ pub fn missing(kind: ClusterKind) -> Vec<String> {
         ClusterKind::PatroniSync | ClusterKind::PatroniAsync => {
             patroni::missing(super::dcs::DcsKind::Etcd)
         }
-        ClusterKind::PatroniOnConsul | ClusterKind::PatroniOnConsulShort => {
-            patroni::missing(kind.dcs())
-        }
+        ClusterKind::PatroniOnConsul
+        | ClusterKind::PatroniOnConsulShort
+        | ClusterKind::PatroniOnEtcd => patroni::missing(kind.dcs()),
     }
 }
 
