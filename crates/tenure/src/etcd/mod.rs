@@ -38,8 +38,8 @@
 //! - **Changes are signalled** as [`Topic::Layer`](crate::Topic::Layer)`("etcd")` by every
 //!   write of keys (PostgreSQL's NOTIFY, SQLite's doorbell; MySQL has none: a watcher there
 //!   reads the log every poll interval).
-//! - **Locks and elections** are etcd's recipes, in the library (`Etcd::lock`,
-//!   `Etcd::campaign`, …): a waiter waits for the key created just before its own to be
+//! - **Locks and elections** are etcd's recipes, in the library ([`Etcd::lock`],
+//!   [`Etcd::campaign`], …): a waiter waits for the key created just before its own to be
 //!   deleted, following the log. A lock's token is its key's create revision, and
 //!   [`fence_sql`] checks it inside the application's own transaction — what etcd itself
 //!   cannot give.
@@ -68,6 +68,7 @@ mod kv;
 mod leases;
 mod log;
 mod members;
+mod recipes;
 #[cfg(feature = "testing")]
 pub mod reference;
 mod rows;
@@ -80,6 +81,7 @@ pub use api::{Reaped, Revisions};
 pub use error::{Code, Error, Result};
 pub use fence::fence_sql;
 pub use log::Events;
+pub use recipes::{Observer, SESSION_TTL};
 pub use rules::lease::{MAX_LEASE_TTL, MIN_LEASE_TTL};
 pub use tenure_etcd_proto as proto;
 pub use validate::{MAX_KEY_BYTES, MAX_REQUEST_BYTES, MAX_TXN_OPS};
@@ -88,9 +90,14 @@ use crate::backend::tx::cell;
 use crate::store::Store;
 use call::{Call, Reply, Run, CALM_READS};
 use statements::Statements;
+use std::time::Duration;
 
 /// The topic of the layer's change signals: every write of keys signals it at commit.
 pub(crate) const TOPIC: &str = "etcd";
+
+/// How often a recipe that waits reads the log when no change signal woke it (the default of
+/// [`Etcd::poll_interval`]).
+pub const DEFAULT_POLL: Duration = Duration::from_millis(500);
 
 /// etcd's keys, leases, log and recipes on one store: the layer's handle. Cheap to clone.
 ///
@@ -112,6 +119,7 @@ pub(crate) const TOPIC: &str = "etcd";
 pub struct Etcd {
     store: Store,
     statements: cell::Statements<Statements>,
+    poll: Duration,
 }
 
 impl Etcd {
@@ -120,7 +128,18 @@ impl Etcd {
         Etcd {
             store,
             statements: cell::Statements::default(),
+            poll: DEFAULT_POLL,
         }
+    }
+
+    /// How often a recipe that waits (a lock, a campaign, an observer) looks at the log when
+    /// no change signal woke it, and reaps ended leases: the bound on its latency on MySQL
+    /// and behind a pooler, and on noticing an ended lease everywhere. Default
+    /// [`DEFAULT_POLL`].
+    #[must_use]
+    pub fn poll_interval(mut self, every: Duration) -> Etcd {
+        self.poll = every;
+        self
     }
 
     /// The store underneath.

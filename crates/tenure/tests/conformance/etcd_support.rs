@@ -27,7 +27,7 @@ impl Scoped {
             .await
             .expect("a store of its own");
         Scoped {
-            etcd: Etcd::new(store),
+            etcd: Etcd::new(store).poll_interval(std::time::Duration::from_millis(100)),
             url,
             prefix,
         }
@@ -38,7 +38,7 @@ impl Scoped {
         let store = Store::connect_with(&self.url, options().table_prefix(self.prefix.clone()))
             .await
             .expect("a second store");
-        Etcd::new(store)
+        Etcd::new(store).poll_interval(std::time::Duration::from_millis(100))
     }
 
     pub(crate) fn store(&self) -> &Store {

@@ -15,6 +15,7 @@ mod etcd_kv;
 mod etcd_leases;
 mod etcd_log;
 mod etcd_model;
+mod etcd_recipes;
 mod etcd_support;
 mod etcd_txn;
 mod fence;
@@ -135,6 +136,10 @@ for_every_backend!([
     etcd_log::etcd_events_in_whole_revisions,
     etcd_log::etcd_revisions_are_gapless_under_concurrent_writers,
     etcd_log::etcd_members_join_heartbeat_and_leave,
+    etcd_recipes::etcd_lock_one_holder_and_the_next_on_unlock,
+    etcd_recipes::etcd_lock_holder_lease_end_wakes_the_next,
+    etcd_recipes::etcd_lock_waiter_that_gives_up_leaves_no_key,
+    etcd_recipes::etcd_election_campaign_observe_and_resign,
     etcd_model::etcd_matches_the_reference,
 ]);
 

@@ -59,6 +59,20 @@ impl Span {
     }
 }
 
+/// The `range_end` that makes `prefix` a prefix range (etcd's `GetPrefixRangeEnd`): the
+/// prefix with its last byte below 0xff raised by one and what follows dropped; `"\0"` (every
+/// key from `prefix` on) when every byte is 0xff.
+pub(crate) fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,6 +93,15 @@ mod tests {
         let ab = Span::new(b"a", b"b");
         assert!(ab.contains(b"a") && ab.contains(b"a\xff\xff") && !ab.contains(b"b"));
         assert!(!Span::Empty.contains(b"a"));
+    }
+
+    #[test]
+    fn prefix_ends() {
+        assert_eq!(prefix_end(b"a/"), b"a0");
+        assert_eq!(prefix_end(b"a\xff"), b"b");
+        assert_eq!(prefix_end(b"\xff\xff"), b"\0");
+        let span = Span::new(b"lock/", &prefix_end(b"lock/"));
+        assert!(span.contains(b"lock/") && span.contains(b"lock/\xff") && !span.contains(b"lock0"));
     }
 
     #[test]
