@@ -11,6 +11,7 @@ mod consul;
 mod consul_contracts;
 mod elector;
 mod epochs;
+mod etcd_fence;
 mod etcd_kv;
 mod etcd_leases;
 mod etcd_log;
@@ -30,6 +31,7 @@ mod spread_stall;
 mod stall;
 mod stalling;
 
+use etcd_fence::etcd_fence_tests;
 use fence::fence_tests;
 use stall::stall_tests;
 
@@ -164,6 +166,19 @@ fence_tests!(
 fence_tests!(
     fence_pgbouncer,
     tenure::backend::postgres::PostgresBackend,
+    sqlx::Postgres,
+    common::Target::PgBouncer
+);
+
+etcd_fence_tests!(etcd_fence_sqlite, sqlx::Sqlite, tenure::BackendKind::Sqlite);
+etcd_fence_tests!(
+    etcd_fence_postgres,
+    sqlx::Postgres,
+    tenure::BackendKind::Postgres
+);
+etcd_fence_tests!(etcd_fence_mysql, sqlx::MySql, tenure::BackendKind::MySql);
+etcd_fence_tests!(
+    etcd_fence_pgbouncer,
     sqlx::Postgres,
     common::Target::PgBouncer
 );
