@@ -1,10 +1,16 @@
 //! Fencing an etcd lock from the application's own transaction: an etcd lock's token is its
-//! key's create revision (etcd's `IsOwner`, `ETCD_LOCK_REV`), and this statement proves,
-//! inside the caller's transaction on the same database, that the key still exists with that
-//! create revision — and keeps it so until that transaction ends: an unlock, a revoke or an
-//! expiry (each a delete of the key) waits for the caller's commit, so writes fenced by it can
-//! never land after the next holder began. The same contract as tenure's own fence
-//! (`tenure fence-sql`), for etcd locks.
+//! key's create revision (etcd's `IsOwner`), and this statement proves, inside the caller's
+//! transaction on the same database, that the key still exists as it was then — and keeps it
+//! so until that transaction ends: an unlock, a revoke or an expiry (each a delete of the key)
+//! waits for the caller's commit, so writes fenced by it can never land after the next holder
+//! began. The same contract as tenure's own fence (`tenure fence-sql`), for etcd locks.
+//!
+//! The statement asks that the key was created at or before the revision it is given, not at
+//! it: a lock key is deleted when its lock ends and created anew (at a later revision) when
+//! taken again, so any revision at which the lock was held names that one tenure — the key's
+//! create revision (`Mutex.IsOwner`'s) as well as `ETCD_LOCK_REV`, the revision of the lock's
+//! answer that `etcdctl lock` gives its command, which is later than the create revision when
+//! the lock was waited for.
 
 use super::call::{Call, Reply};
 use super::error::{Error, Result};
@@ -14,9 +20,9 @@ use crate::backend::BackendKind;
 
 /// The fence statement for etcd locks on `kind` with table prefix `prefix` (what `tenure
 /// fence-sql --etcd` prints), without connecting. Parameters, in order: the lock's key (bytes,
-/// e.g. `LockResponse.key`, `Mutex.Key()`) and its create revision (an integer, the lock's
-/// fencing token: `Mutex.Header().Revision` for a lock just taken, or the key's
-/// `create_revision`). One row: the lock is still that one, and held against any delete until
+/// e.g. `LockResponse.key`, `Mutex.Key()`, `$ETCD_LOCK_KEY`) and a revision at which the lock
+/// was held (an integer: the key's create revision, or the lock answer's header revision,
+/// `$ETCD_LOCK_REV`). One row: the lock is still that one, and held against any delete until
 /// the transaction ends. No row: it is gone, roll back.
 ///
 /// PostgreSQL and MySQL/MariaDB lock the key's row in share mode (MySQL also refuses a
@@ -59,7 +65,7 @@ mod tests {
             assert_eq!(
                 pg,
                 "SELECT create_revision FROM tenure_etcd_kv WHERE kv_key = $1 AND \
-                 create_revision = $2 FOR SHARE"
+                 create_revision <= $2 FOR SHARE"
             );
         }
         #[cfg(feature = "mysql")]

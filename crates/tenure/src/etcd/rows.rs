@@ -433,7 +433,7 @@ impl<'t> EtcdTx<'t> {
         self.tx.execute(&self.s.delete_member, &args).await
     }
 
-    /// The fence statement on the keys (parameters key, create revision).
+    /// The fence statement on the keys (parameters key, a revision at which it was held).
     pub(crate) fn fence_sql(&self) -> String {
         self.s.fence.clone()
     }

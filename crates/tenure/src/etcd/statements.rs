@@ -82,7 +82,7 @@ pub(crate) struct Statements {
     pub(super) heartbeat_member: String,
     pub(super) delete_member: String,
     pub(super) delete_ended_members: String,
-    /// The fence on a lock key: parameters key, create revision.
+    /// The fence on a lock key: parameters key, a revision at which the lock was held.
     pub(crate) fence: String,
 }
 
@@ -229,16 +229,17 @@ impl Statements {
     }
 }
 
-/// The fence statement on the key table `kv`: one row while the key exists with the given
-/// create revision, locked against a delete (an unlock, a revoke, an expiry) until the
-/// caller's transaction ends — a share lock on PostgreSQL and MySQL (which also refuses a
-/// read-only server, as the lease's fence), SQLite's write lock (taken by the no-op update).
+/// The fence statement on the key table `kv`: one row while the key exists as it was at the
+/// given revision (created at or before it), locked against a delete (an unlock, a revoke, an
+/// expiry) until the caller's transaction ends — a share lock on PostgreSQL and MySQL (which
+/// also refuses a read-only server, as the lease's fence), SQLite's write lock (taken by the
+/// no-op update).
 fn fence(kv: &str, d: &Dialect) -> String {
     let (key, rev) = ((d.param)(1), (d.param)(2));
     if d.share_lock.is_empty() {
         return format!(
             "UPDATE {kv} SET create_revision = create_revision \
-             WHERE kv_key = {key} AND create_revision = {rev} RETURNING create_revision"
+             WHERE kv_key = {key} AND create_revision <= {rev} RETURNING create_revision"
         );
     }
     let writable = d
@@ -246,7 +247,7 @@ fn fence(kv: &str, d: &Dialect) -> String {
         .map(|read_only| format!(" AND {read_only} = 0"))
         .unwrap_or_default();
     format!(
-        "SELECT create_revision FROM {kv} WHERE kv_key = {key} AND create_revision = {rev}\
+        "SELECT create_revision FROM {kv} WHERE kv_key = {key} AND create_revision <= {rev}\
          {writable} {}",
         d.share_lock
     )

@@ -1,6 +1,6 @@
 //! The etcd lock's fence inside the application's own transaction, as tenure's own fence is
-//! tested (`fence.rs`): one row while the lock key exists with its create revision, none after,
-//! and a delete of the key (an unlock, a revoke, an expiry's reap) waits for the fenced
+//! tested (`fence.rs`): one row while the lock key exists as it was when the lock was taken,
+//! none after (a new lock with the same key included), and a delete of the key (an unlock, a revoke, an expiry's reap) waits for the fenced
 //! transaction. The transaction types differ per engine, so this is a macro instantiated once
 //! per backend.
 
@@ -44,8 +44,9 @@ macro_rules! etcd_fence_tests {
                     .len()
             }
 
-            /// One row while the lock is that one, none after it is gone; the statement is
-            /// the one `tenure::etcd::fence_sql` prints.
+            /// One row while the lock is that one (from its create revision on), none after it
+            /// is gone, nor for the same key locked again; the statement is the one
+            /// `tenure::etcd::fence_sql` prints.
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn etcd_fence_holds_only_the_live_lock() {
                 let Some((s, pool, _table)) = setup().await else {
@@ -64,9 +65,11 @@ macro_rules! etcd_fence_tests {
                     .await
                     .unwrap();
                 let rev = held.header.unwrap().revision;
+                crate::etcd_support::put(etcd, "unrelated", "v").await;
                 for (key, rev, rows) in [
                     (&held.key, rev, 1),
-                    (&held.key, rev + 1, 0),
+                    (&held.key, rev + 1, 1),
+                    (&held.key, rev - 1, 0),
                     (&b"job/0".to_vec(), rev, 0),
                 ] {
                     let mut tx = pool.begin().await.unwrap();
@@ -80,6 +83,24 @@ macro_rules! etcd_fence_tests {
                 .unwrap();
                 let mut tx = pool.begin().await.unwrap();
                 assert_eq!(fenced(&mut tx, &sql, &held.key, rev).await, 0, "unlocked");
+                tx.rollback().await.unwrap();
+                // Locked again with the same lease: the same key, a new tenure.
+                let again = etcd
+                    .lock(&LockRequest {
+                        name: "job".into(),
+                        lease,
+                    })
+                    .await
+                    .unwrap();
+                assert_eq!(again.key, held.key);
+                let mut tx = pool.begin().await.unwrap();
+                assert_eq!(
+                    fenced(&mut tx, &sql, &held.key, rev + 1).await,
+                    0,
+                    "a new tenure"
+                );
+                let new_rev = again.header.unwrap().revision;
+                assert_eq!(fenced(&mut tx, &sql, &held.key, new_rev).await, 1);
                 tx.rollback().await.unwrap();
                 pool.close().await;
                 s.drop_tables().await;
