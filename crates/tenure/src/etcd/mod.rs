@@ -92,8 +92,11 @@ use call::{Call, Reply, Run, CALM_READS};
 use statements::Statements;
 use std::time::Duration;
 
-/// The topic of the layer's change signals: every write of keys signals it at commit.
-pub(crate) const TOPIC: &str = "etcd";
+/// The topic of the layer's change signals: every write of keys signals it at commit, so a
+/// watcher of the log waits with
+/// `store.changes().changed(|t| t == tenure::Topic::Layer(tenure::etcd::TOPIC))` (and reads the
+/// log every poll interval too: MySQL pushes nothing).
+pub const TOPIC: &str = "etcd";
 
 /// How often a recipe that waits reads the log when no change signal woke it (the default of
 /// [`Etcd::poll_interval`]).
