@@ -134,7 +134,7 @@ pub(crate) enum Command {
 
 /// Every duration flag: humantime's syntax, at most [`tenure::validate::MAX_DURATION`] (each
 /// flag's own rule, such as the ttl's, is checked where it is used).
-fn duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn duration(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s)
         .map_err(|e| format!("{e}; expected a duration such as 500ms, 10s or 2m"))?;
     if d > tenure::validate::MAX_DURATION {
@@ -410,6 +410,12 @@ pub(crate) struct FenceSqlArgs {
     /// The dialect; default: the one the database URL names (SQLite without one).
     #[arg(long, value_enum)]
     pub dialect: Option<Dialect>,
+    /// The fence for etcd locks taken through `tenure serve`'s etcd API instead: parameters the
+    /// lock's key and a revision at which it was held ($ETCD_LOCK_KEY and $ETCD_LOCK_REV from
+    /// `etcdctl lock`, or a Mutex's Key() and its key's create revision).
+    #[cfg(feature = "etcd")]
+    #[arg(long)]
+    pub etcd: bool,
 }
 
 /// A SQL dialect tenure speaks.

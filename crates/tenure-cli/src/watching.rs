@@ -122,21 +122,37 @@ pub(crate) fn command_span(name: &str, lease: &str, term: u64, program: &str) ->
 }
 
 /// Middleware of `tenure serve`'s Consul API: one span per request
-/// (`tenure.consul_request`) with its method, path and status.
+/// (`tenure.consul_request`) with its method, path and status, and one count
+/// (`tenure_consul_requests_total`) by method, route (the route's pattern, not the key: the
+/// labels stay few) and status — what a Consul client's loop costs the server.
 #[cfg(feature = "consul")]
 pub(crate) async fn consul_request(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
     use tracing::Instrument;
+    let method = request.method().to_string();
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or("unknown", |p| p.as_str())
+        .to_string();
     let span = tracing::debug_span!(
         "tenure.consul_request",
         otel.kind = "server",
-        http.request.method = %request.method(),
+        http.request.method = %method,
         url.path = request.uri().path(),
         http.response.status_code = Empty,
     );
     let response = next.run(request).instrument(span.clone()).await;
-    span.record("http.response.status_code", response.status().as_u16());
+    let status = response.status().as_u16();
+    span.record("http.response.status_code", status);
+    metrics::counter!(
+        "tenure_consul_requests_total",
+        "method" => method,
+        "route" => route,
+        "status" => status.to_string()
+    )
+    .increment(1);
     response
 }

@@ -50,8 +50,11 @@
 //!   (public with the `testing` feature).
 //! - [`backend`]: the storage trait and the PostgreSQL, MySQL and SQLite implementations, which
 //!   run the model inside a transaction holding the row lock, with the database's clock; and
-//!   the seam (`backend/tx.rs`, crate-private): one transaction for a feature that keeps rows
-//!   of its own beside the leases, run in the one retry loop.
+//!   the seam (`backend/tx/`, crate-private): one transaction for a layer that keeps rows of
+//!   its own beside the leases, run in the one retry loop, and the kit every layer shares
+//!   (tables as data, checked integers, statement cells, revision counters, change signals by
+//!   topic). `layers.rs` names every layer with tables: connecting, migrating and checking a
+//!   store cover them.
 //! - [`Store`]: the one door to the database — the operations (campaign, release, demote,
 //!   handover, pause, resume, leader, list, history), validated and bounded by a timeout.
 //! - [`Timing`]: the client-side timing model and its safety check.
@@ -60,14 +63,17 @@
 //! - [`Locks`]: cluster locks and semaphores, kept alive in batches.
 //! - [`Schedule`]: leader-only schedules with the last completed tick in the database.
 //! - `consul` (feature `consul`): Consul's sessions and KV, a layer on the seam.
+//! - `etcd` (feature `etcd`): etcd's v3 keys, revisions, log, leases and lock and election
+//!   recipes, a layer on the seam.
 //! - [`telemetry`]: every metric tenure records (through the `metrics` facade; the
 //!   application installs the exporter), recorded from the store's round trip and from the
 //!   start and end of every belief.
 //!
 //! # Features
 //! `sqlite`, `postgres`, `mysql` (all on by default) select the backends. `consul` compiles in
-//! the Consul layer (and its tables). `testing` exposes the tools of tenure's own tests: the
-//! `model` module (`decide`), raw [`Store`] operations, and `backend::CountingBackend`.
+//! the Consul layer (and its tables), `etcd` the etcd layer (and its tables). `testing`
+//! exposes the tools of tenure's own tests: the `model` module (`decide`), raw [`Store`]
+//! operations, and `backend::CountingBackend`.
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
@@ -82,6 +88,8 @@ pub mod consul;
 mod doctests;
 mod elector;
 mod error;
+#[cfg(feature = "etcd")]
+pub mod etcd;
 mod fence;
 mod guard;
 mod layers;

@@ -44,6 +44,18 @@ pub(super) async fn serve(global: &Global, args: ServeArgs) -> Outcome {
                 "--consul-reads-need-token needs --token-file (the token the reads must present)",
             ));
         }
+        let given = args.consul.session_ttl_min;
+        if let Some(min) =
+            given.filter(|min| *min < timing.db_timeout() || *min > tenure::consul::MAX_SESSION_TTL)
+        {
+            return Err(Failure::usage(format!(
+                "--session-ttl-min {} is out of range: at least the database timeout ({}, \
+                 --ttl/5 by default: a renewal that takes all of it must still land before the \
+                 session ends) and at most 24h",
+                humantime::format_duration(min),
+                humantime::format_duration(timing.db_timeout())
+            )));
+        }
     }
     if let Some(m) = &args.metadata {
         tenure::validate::metadata(m)?;
@@ -122,6 +134,7 @@ pub(super) async fn serve(global: &Global, args: ServeArgs) -> Outcome {
             node.clone(),
             timing.ttl(),
             args.poll_interval.min(Duration::from_millis(250)),
+            args.consul.session_ttl_min(),
         );
         consul.reads_need_token = args.consul.consul_reads_need_token;
         tracing::info!(%node, "Consul API on /v1/kv and /v1/session");

@@ -59,6 +59,11 @@ pub(crate) fn describe() {
         "tenure_serve_waiting_requests",
         "Blocking queries waiting now."
     );
+    #[cfg(feature = "consul")]
+    describe_counter!(
+        "tenure_consul_requests_total",
+        "Requests to the Consul API, by method, route pattern and status."
+    );
     #[cfg(feature = "etcd")]
     describe_etcd();
 }

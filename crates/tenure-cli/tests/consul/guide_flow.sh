@@ -67,9 +67,13 @@ sleep 2.5
 # 7. Writes need the token; bad input gets Consul's codes and writes nothing.
 code() { curl -s -o /dev/null -w '%{http_code}' "$@"; }
 [ "$(code -X PUT -d x "$base/v1/kv/$key")" = 403 ] || fail "a write without the token"
-[ "$(code "${h[@]}" -X PUT -d '{"TTL": "5s"}' "$base/v1/session/create")" = 400 ] || fail "TTL 5s"
+# A TTL out of range, or one that does not parse, is a 500 in Consul's words (Consul's RPC
+# refuses it; Patroni recognises "Invalid Session TTL" and reads /v1/agent/self).
+[ "$(code "${h[@]}" -X PUT -d '{"TTL": "5s"}' "$base/v1/session/create")" = 500 ] || fail "TTL 5s"
+curl -s "${h[@]}" -X PUT -d '{"TTL": "5s"}' "$base/v1/session/create" \
+  | grep -qx "Invalid Session TTL '5000000000', must be between \[10s=24h0m0s\]" || fail "TTL 5s text"
 [ "$(code "${h[@]}" -X PUT -d '{"Behavior": "explode"}' "$base/v1/session/create")" = 400 ] || fail "behavior"
-[ "$(code "${h[@]}" -X PUT -d '{"TTL": "15"}' "$base/v1/session/create")" = 400 ] || fail "a TTL without a unit"
+[ "$(code "${h[@]}" -X PUT -d '{"TTL": "15"}' "$base/v1/session/create")" = 500 ] || fail "a TTL without a unit"
 [ "$(code "${h[@]}" -X PUT -d x "$base/v1/kv/other?acquire=$s2")" = 500 ] || fail "destroyed session"
 [ "$(code "${h[@]}" -X PUT "$base/v1/session/renew/$s2")" = 404 ] || fail "renew of a destroyed session"
 [ "$(code "${h[@]}" -X PUT --path-as-is -d x "$base/v1/kv/a/../b")" = 400 ] || fail "a key with .."

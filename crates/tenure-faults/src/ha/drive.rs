@@ -92,6 +92,11 @@ async fn drive(
     dir: &std::path::Path,
     outcome: &mut HaOutcome,
 ) -> Result<(), String> {
+    if scenario.fault == DbFault::OnTenure {
+        // Patroni on tenure: no tenure nodes, the cluster's DCS is tenure serve.
+        let dcs = scenario.cluster.dcs();
+        return super::on_tenure::drive(dcs, &dir.join("cluster"), outcome).await;
+    }
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     // The cluster is the stage, not what is tested: a build that fails (a state transfer that
     // did not finish, say) is tried once more, and said.

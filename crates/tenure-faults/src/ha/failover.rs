@@ -120,7 +120,10 @@ pub(super) async fn fail_over(
         (Database::Replication(_), fault) => {
             return Err(format!("{fault:?} is not a scenario of the MariaDB pair"));
         }
-        (_, fault @ (DbFault::Standby | DbFault::ReadOnly | DbFault::Spread)) => {
+        (
+            _,
+            fault @ (DbFault::Standby | DbFault::ReadOnly | DbFault::Spread | DbFault::OnTenure),
+        ) => {
             return Err(format!("{fault:?} is not a failover scenario"));
         }
     };

@@ -15,6 +15,7 @@
 //!   nodes started, the fault driven by `failover`, [`readonly`] or [`spread`], the history
 //!   checked.
 //! - `failover`: the failover scenarios (kill, switchover, partition, lossy failover).
+//! - `on_tenure`: Patroni *on* tenure: a cluster whose DCS is `tenure serve` ([`dcs`]).
 //! - [`readonly`]: never lead from a read-only server (a Patroni replica, a MariaDB with
 //!   `read_only`).
 //! - [`spread`]: what tenure says about Galera (writes spread across nodes).
@@ -27,9 +28,11 @@
 
 pub mod cluster;
 mod database;
+pub mod dcs;
 mod drive;
 mod failover;
 pub mod galera;
+mod on_tenure;
 pub mod patroni;
 pub mod procs;
 pub mod readonly;

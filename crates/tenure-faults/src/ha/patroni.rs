@@ -1,19 +1,21 @@
-//! A private Patroni-managed PostgreSQL cluster: one etcd, three Patroni members each with its
-//! own PostgreSQL on its own port and data directory under a temporary directory, and HAProxy
-//! routing to the primary by Patroni's REST health check (`OPTIONS /primary`). Everything
-//! listens on 127.0.0.1, on free ports between 20000 and 32000.
+//! A private Patroni-managed PostgreSQL cluster: its DCS ([`Dcs`]: one etcd, or `tenure
+//! serve`'s Consul API), three Patroni members each with its own PostgreSQL on its own port and
+//! data directory under a temporary directory, and HAProxy routing to the primary by Patroni's
+//! REST health check (`OPTIONS /primary`). Everything listens on 127.0.0.1, on free ports
+//! between 20000 and 32000.
 //!
 //! Each member has two fault proxies ([`Proxy`]) in front of its PostgreSQL: one that HAProxy
 //! (so tenure) goes through, and one that is the member's `connect_address`, so the
 //! replicas' WAL streams from it (the lossy-failover control cuts that one); and one between
-//! its Patroni and etcd. A partition blackholes all three.
+//! its Patroni and the DCS. A partition blackholes all three.
 //!
-//! Teardown ([`Drop`]) kills the members' Patroni, then the [`Stage`] kills etcd, HAProxy and
+//! Teardown ([`Drop`]) kills the members' Patroni and the DCS, then the [`Stage`] kills HAProxy and
 //! every process whose command line contains the cluster's marker (its temporary directory's
 //! name, also its Patroni scope and so PostgreSQL's `cluster_name`, which every PostgreSQL
 //! child shows), and keeps the logs.
 
 use super::cluster::{self, proxy_to, Server, Stage, Wait};
+use super::dcs::{Dcs, DcsKind};
 use super::procs::{self, http, Group};
 use crate::proxy::{self, Proxy};
 use nix::unistd::{Gid, Uid, User};
@@ -24,19 +26,39 @@ use std::process::Command;
 use std::time::Duration;
 use tenure::BackendKind;
 
-/// Patroni's own timing: the leader key's ttl (s), its loop (s), its retry timeout (s). The
-/// database fails over about one `TTL` after its primary dies.
+/// Patroni's own timing on etcd: the leader key's ttl (s), its loop (s), its retry timeout
+/// (s). The database fails over about one `TTL` after its primary dies.
 pub const TTL: u64 = 8;
 const LOOP_WAIT: u64 = 1;
 const RETRY_TIMEOUT: u64 = 3;
 
-/// The tools a Patroni cluster needs, and where they are missing, why.
-pub fn missing() -> Vec<String> {
-    let mut missing = cluster::missing_tools(&[
-        ("patroni", "patroni"),
-        ("etcd", "etcd-server"),
-        ("haproxy", "haproxy"),
-    ]);
+/// How a cluster is built: its replication, its DCS and Patroni's timing (s).
+#[derive(Clone, Copy, Debug)]
+pub struct Setup {
+    pub sync: bool,
+    pub dcs: DcsKind,
+    pub ttl: u64,
+    pub loop_wait: u64,
+    pub retry_timeout: u64,
+}
+
+impl Setup {
+    /// Patroni on etcd with the timing above.
+    pub fn on_etcd(sync: bool) -> Setup {
+        Setup {
+            sync,
+            dcs: DcsKind::Etcd,
+            ttl: TTL,
+            loop_wait: LOOP_WAIT,
+            retry_timeout: RETRY_TIMEOUT,
+        }
+    }
+}
+
+/// The tools a Patroni cluster on `dcs` needs, and where they are missing, why.
+pub fn missing(dcs: DcsKind) -> Vec<String> {
+    let mut missing = cluster::missing_tools(&[("patroni", "patroni"), ("haproxy", "haproxy")]);
+    missing.extend(super::dcs::missing(dcs));
     if procs::pg_bin_dir().is_none() {
         missing.push("PostgreSQL server binaries under /usr/lib/postgresql/*/bin".into());
     }
@@ -56,8 +78,8 @@ pub struct Member {
     pub client_proxy: Proxy,
     /// The member's `connect_address`: replicas stream WAL through it.
     pub repl_proxy: Proxy,
-    /// This member's Patroni → etcd.
-    pub etcd_proxy: Proxy,
+    /// This member's Patroni → the DCS.
+    pub dcs_proxy: Proxy,
     dir: PathBuf,
     patroni: Option<Group>,
     pub alive: bool,
@@ -70,11 +92,13 @@ impl Member {
 }
 
 pub struct Patroni {
-    /// The data of every member, etcd and HAProxy; torn down after the members.
+    /// The data of every member, the DCS and HAProxy; torn down after the members.
     stage: Stage,
     pub sync: bool,
     pub haproxy_port: u16,
     pub members: Vec<Member>,
+    /// Where Patroni keeps its leader key; stopped after the members.
+    pub dcs: Dcs,
 }
 
 /// One member's role in `GET /cluster`.
@@ -87,10 +111,20 @@ pub struct Role {
 }
 
 impl Patroni {
-    /// Builds the cluster and waits until it has a primary that HAProxy routes to and every
-    /// replica streams (and, in synchronous mode, one of them is the synchronous standby).
+    /// Builds the cluster on etcd and waits until it has a primary that HAProxy routes to and
+    /// every replica streams (and, in synchronous mode, one of them is the synchronous
+    /// standby).
     pub async fn start(sync: bool, timeout: Duration, logs: &Path) -> Result<Patroni, String> {
-        let missing = missing();
+        Patroni::start_with(Setup::on_etcd(sync), timeout, logs).await
+    }
+
+    /// Builds the cluster as `setup` says and waits until it is healthy.
+    pub async fn start_with(
+        setup: Setup,
+        timeout: Duration,
+        logs: &Path,
+    ) -> Result<Patroni, String> {
+        let missing = missing(setup.dcs);
         if !missing.is_empty() {
             return Err(format!("missing: {}", missing.join(", ")));
         }
@@ -103,49 +137,21 @@ impl Patroni {
         let marker = stage.marker().to_string();
         let root = stage.dir().to_path_buf();
         let n = 3;
-        // etcd client and peer, HAProxy, and a PostgreSQL and a REST port per member.
+        // The DCS's client and peer ports, HAProxy, and a PostgreSQL and a REST port per
+        // member.
         let ports = stage.reserve_ports(3 + 2 * n)?;
-        let (etcd_port, peer_port, haproxy_port) = (ports[0], ports[1], ports[2]);
-        let mut cluster = Patroni {
-            stage,
-            sync,
-            haproxy_port,
-            members: Vec::new(),
-        };
-        cluster.stage.spawn(
-            Command::new("etcd")
-                .arg("--name")
-                .arg(&marker)
-                .arg("--data-dir")
-                .arg(root.join("etcd"))
-                .arg(format!("--listen-client-urls=http://127.0.0.1:{etcd_port}"))
-                .arg(format!(
-                    "--advertise-client-urls=http://127.0.0.1:{etcd_port}"
-                ))
-                .arg(format!("--listen-peer-urls=http://127.0.0.1:{peer_port}"))
-                .arg(format!(
-                    "--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}"
-                ))
-                .arg(format!(
-                    "--initial-cluster={marker}=http://127.0.0.1:{peer_port}"
-                )),
-            "etcd.log",
-        )?;
+        let (dcs_port, peer_port, haproxy_port) = (ports[0], ports[1], ports[2]);
         // Patroni 3.0 exits at once if its first request to etcd fails (through its proxy: a
         // connection closed, while etcd does not listen yet), and that member never joins: no
-        // Patroni starts before etcd answers.
-        cluster::wait_until(
-            &format!("etcd to answer GET /health on 127.0.0.1:{etcd_port}"),
-            timeout,
-            Duration::from_millis(100),
-            || async {
-                match http(etcd_port, "GET", "/health", None, Duration::from_secs(2)).await? {
-                    (200, body) if body.contains("true") => Ok(()),
-                    (code, body) => Err(format!("{code} {body:.100}").into()),
-                }
-            },
-        )
-        .await?;
+        // Patroni starts before the DCS answers.
+        let dcs = Dcs::start(setup.dcs, &stage, dcs_port, peer_port, timeout).await?;
+        let mut cluster = Patroni {
+            stage,
+            sync: setup.sync,
+            haproxy_port,
+            members: Vec::new(),
+            dcs,
+        };
         for i in 0..n {
             let (pg_port, rest_port) = (ports[3 + 2 * i], ports[4 + 2 * i]);
             let member_dir = root.join(format!("pg{}", i + 1));
@@ -157,7 +163,7 @@ impl Patroni {
                 rest_port,
                 client_proxy: proxy_to(pg_port).await?,
                 repl_proxy: proxy_to(pg_port).await?,
-                etcd_proxy: proxy_to(etcd_port).await?,
+                dcs_proxy: proxy_to(dcs_port).await?,
                 dir: member_dir,
                 patroni: None,
                 alive: true,
@@ -165,7 +171,7 @@ impl Patroni {
         }
         for i in 0..n {
             let m = &cluster.members[i];
-            let config = member_config(&marker, m, &bin_dir, sync);
+            let config = member_config(&marker, m, &bin_dir, &setup, &cluster.dcs);
             let file = m.dir.join("patroni.yml");
             // JSON is YAML.
             std::fs::write(&file, serde_json::to_string_pretty(&config).unwrap())
@@ -180,7 +186,7 @@ impl Patroni {
                     .current_dir(&m.dir),
                 &m.dir.join("patroni.log"),
             )?;
-            // All at once: the one that takes etcd's initialize key bootstraps the cluster,
+            // All at once: the one that takes the DCS's initialize key bootstraps the cluster,
             // the others wait for it and then copy it.
             cluster.members[i].patroni = Some(child);
         }
@@ -335,7 +341,7 @@ impl Patroni {
     }
 
     /// Partitions member `i` from everyone (or heals it): its clients (HAProxy), its replicas'
-    /// WAL streams and its Patroni's etcd all go through proxies that now hold every byte. Its
+    /// WAL streams and its Patroni's DCS all go through proxies that now hold every byte. Its
     /// REST API stays reachable, so HAProxy follows what its Patroni reports.
     pub fn partition(&self, i: usize, cut: bool) {
         let fault = if cut {
@@ -344,7 +350,7 @@ impl Patroni {
             proxy::Fault::Pass
         };
         let m = &self.members[i];
-        for p in [&m.client_proxy, &m.repl_proxy, &m.etcd_proxy] {
+        for p in [&m.client_proxy, &m.repl_proxy, &m.dcs_proxy] {
             p.set(fault);
         }
     }
@@ -362,8 +368,10 @@ impl Patroni {
 
 impl Drop for Patroni {
     fn drop(&mut self) {
-        // Every Patroni first (so that none restarts its PostgreSQL), then the stage.
+        // Every Patroni first (so that none restarts its PostgreSQL), then the DCS and the
+        // stage.
         self.members.clear();
+        self.dcs.kill();
     }
 }
 
@@ -372,10 +380,10 @@ fn chown(path: &Path, uid: Uid, gid: Gid) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 
-fn member_config(scope: &str, m: &Member, bin_dir: &Path, sync: bool) -> Value {
+fn member_config(scope: &str, m: &Member, bin_dir: &Path, setup: &Setup, dcs: &Dcs) -> Value {
     let repl = m.repl_proxy.addr();
-    let etcd = m.etcd_proxy.addr();
-    json!({
+    let (dcs_key, dcs_section) = dcs.member_config(m.dcs_proxy.addr());
+    let mut config = json!({
         "scope": scope,
         "name": m.name,
         "log": {"level": "INFO"},
@@ -383,17 +391,14 @@ fn member_config(scope: &str, m: &Member, bin_dir: &Path, sync: bool) -> Value {
             "listen": format!("127.0.0.1:{}", m.rest_port),
             "connect_address": format!("127.0.0.1:{}", m.rest_port),
         },
-        // `use_proxies`: talk to etcd only through the given address (no discovery of its
-        // advertised one), so that the proxy can partition this member from it.
-        "etcd3": {"hosts": format!("{}:{}", etcd.ip(), etcd.port()), "use_proxies": true},
         "bootstrap": {
             "dcs": {
-                "ttl": TTL,
-                "loop_wait": LOOP_WAIT,
-                "retry_timeout": RETRY_TIMEOUT,
+                "ttl": setup.ttl,
+                "loop_wait": setup.loop_wait,
+                "retry_timeout": setup.retry_timeout,
                 // The control must be able to fail over to a replica that is behind.
                 "maximum_lag_on_failover": 1u64 << 30,
-                "synchronous_mode": sync,
+                "synchronous_mode": setup.sync,
                 "postgresql": {
                     "use_pg_rewind": false,
                     "parameters": {
@@ -427,7 +432,9 @@ fn member_config(scope: &str, m: &Member, bin_dir: &Path, sync: bool) -> Value {
                 "fsync": "on",
             },
         },
-    })
+    });
+    config[dcs_key] = dcs_section;
+    config
 }
 
 /// HAProxy sends every client to the member whose Patroni answers `OPTIONS /primary` with 200.
@@ -478,7 +485,7 @@ mod tests {
                 rest_port,
                 client_proxy: Proxy::start(upstream).await.unwrap(),
                 repl_proxy: Proxy::start(upstream).await.unwrap(),
-                etcd_proxy: Proxy::start(upstream).await.unwrap(),
+                dcs_proxy: Proxy::start(upstream).await.unwrap(),
                 dir: PathBuf::from("/nonexistent"),
                 patroni: None,
                 alive: true,
@@ -496,7 +503,14 @@ mod tests {
             );
             assert!(cfg.contains(&line), "{line} in\n{cfg}");
         }
-        let config = member_config("scope-x", &members[0], Path::new("/bin"), true);
+        let etcd = Dcs::unstarted(DcsKind::Etcd, 2379);
+        let config = member_config(
+            "scope-x",
+            &members[0],
+            Path::new("/bin"),
+            &Setup::on_etcd(true),
+            &etcd,
+        );
         assert_eq!(config["bootstrap"]["dcs"]["synchronous_mode"], true);
         let repl = members[0].repl_proxy.addr().port();
         assert_eq!(

@@ -39,6 +39,10 @@ pub enum DbFault {
     /// across nodes, which tenure must warn about (`spread.rs`). The checker is not asserted:
     /// the premise, one writer node, is broken on purpose.
     Spread,
+    /// Patroni *on* tenure (`on_tenure.rs`): no tenure nodes; the cluster's DCS is `tenure
+    /// serve`, and the tour (bootstrap, idle, switchover, the leader killed, `tenure serve`
+    /// killed and restarted) must never show two running primaries.
+    OnTenure,
 }
 
 /// The database cluster a scenario builds.
@@ -55,6 +59,12 @@ pub enum ClusterKind {
     Galera,
     /// One MariaDB server (a one-node Galera, built the same way).
     MariaDb,
+    /// Patroni (asynchronous) whose DCS is `tenure serve`'s Consul API with its defaults.
+    PatroniOnConsul,
+    /// The same with `--session-ttl-min 5s`: Patroni's `ttl: 10` kept as it asked.
+    PatroniOnConsulShort,
+    /// Patroni (asynchronous) whose DCS is `tenure serve`'s etcd API (Patroni's `etcd3`).
+    PatroniOnEtcd,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -133,7 +143,31 @@ pub const ALL: &[HaScenario] = &[
     HaScenario::new("standby", DbFault::Standby, ClusterKind::PatroniSync),
     HaScenario::new("read-only", DbFault::ReadOnly, ClusterKind::MariaDb),
     HaScenario::new("spread", DbFault::Spread, ClusterKind::Galera),
+    HaScenario::new("on-tenure", DbFault::OnTenure, ClusterKind::PatroniOnConsul),
+    HaScenario::new(
+        "on-tenure",
+        DbFault::OnTenure,
+        ClusterKind::PatroniOnConsulShort,
+    ),
+    HaScenario::new("on-tenure", DbFault::OnTenure, ClusterKind::PatroniOnEtcd),
 ];
+
+impl ClusterKind {
+    /// The DCS its Patroni keeps its leader key in.
+    pub fn dcs(self) -> super::dcs::DcsKind {
+        use super::dcs::DcsKind;
+        match self {
+            ClusterKind::PatroniOnConsul => DcsKind::TenureConsul {
+                session_ttl_min: None,
+            },
+            ClusterKind::PatroniOnConsulShort => DcsKind::TenureConsul {
+                session_ttl_min: Some(5),
+            },
+            ClusterKind::PatroniOnEtcd => DcsKind::TenureEtcd,
+            _ => DcsKind::Etcd,
+        }
+    }
+}
 
 impl HaScenario {
     pub fn cluster_name(&self) -> &'static str {
@@ -143,18 +177,25 @@ impl HaScenario {
             ClusterKind::MariaDbAsync => "mariadb async",
             ClusterKind::Galera => "galera",
             ClusterKind::MariaDb => "mariadb",
+            ClusterKind::PatroniOnConsul => "patroni on tenure (consul)",
+            ClusterKind::PatroniOnConsulShort => "patroni on tenure (consul, ttl min 5s)",
+            ClusterKind::PatroniOnEtcd => "patroni on tenure (etcd3)",
         }
     }
 
     /// The scenario's name with its cluster, as `--only` takes it: `kill-primary`,
     /// `lossy-failover-async`, `mariadb-async-failover`, `galera-kill-primary`, `read-only`
-    /// (one MariaDB); a negative control ends in `-no-epochs`.
+    /// (one MariaDB), `patroni-on-tenure-consul`, `patroni-on-tenure-etcd`; a negative control
+    /// ends in `-no-epochs`.
     pub fn id(&self) -> String {
         let id = match self.cluster {
             ClusterKind::PatroniSync | ClusterKind::MariaDb => self.name.to_string(),
             ClusterKind::PatroniAsync => format!("{}-async", self.name),
             ClusterKind::MariaDbAsync => format!("mariadb-{}", self.name),
             ClusterKind::Galera => format!("galera-{}", self.name),
+            ClusterKind::PatroniOnConsul => format!("patroni-{}-consul", self.name),
+            ClusterKind::PatroniOnConsulShort => format!("patroni-{}-consul-short", self.name),
+            ClusterKind::PatroniOnEtcd => format!("patroni-{}-etcd", self.name),
         };
         if self.epochs() {
             id
@@ -230,7 +271,12 @@ pub fn missing(kind: ClusterKind) -> Vec<String> {
     match kind {
         ClusterKind::Galera | ClusterKind::MariaDb => galera::missing(),
         ClusterKind::MariaDbAsync => replication::missing(),
-        ClusterKind::PatroniSync | ClusterKind::PatroniAsync => patroni::missing(),
+        ClusterKind::PatroniSync | ClusterKind::PatroniAsync => {
+            patroni::missing(super::dcs::DcsKind::Etcd)
+        }
+        ClusterKind::PatroniOnConsul
+        | ClusterKind::PatroniOnConsulShort
+        | ClusterKind::PatroniOnEtcd => patroni::missing(kind.dcs()),
     }
 }
 

@@ -4,8 +4,14 @@ use crate::model::DbTime;
 use std::fmt;
 use std::time::Duration;
 
-/// The shortest TTL a session may have (Consul's bound).
+/// The shortest TTL a session may have unless the handle says otherwise
+/// ([`Consul::session_ttl_min`](super::Consul::session_ttl_min)): Consul's default
+/// `session_ttl_min`.
 pub const MIN_SESSION_TTL: Duration = Duration::from_secs(10);
+/// A TTL session ends this many times its TTL after its last renewal, as Consul's do
+/// (`SessionTTLMultiplier`): Consul's contract is that a session does not end before its TTL,
+/// and its clients (Patroni halves the TTL it asks for) count on the rest.
+pub const SESSION_TTL_MULTIPLIER: u64 = 2;
 /// The longest TTL a session may have (Consul's bound).
 pub const MAX_SESSION_TTL: Duration = Duration::from_secs(86_400);
 /// The longest lock-delay (Consul's bound).
@@ -221,8 +227,13 @@ pub enum Reply {
 /// A request's result.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Answer {
-    /// The store-wide index after the request (`X-Consul-Index`).
+    /// The index of what the request read, as Consul's blocking queries answer it
+    /// (`X-Consul-Index`): one key's `ModifyIndex`, a prefix's highest (deletes included),
+    /// the sessions' table index; for a write, the store's index after it.
     pub index: u64,
+    /// The store-wide index when the request ran: a blocking query that waits for its
+    /// answer to change reads again when the store's index passes this.
+    pub store_index: u64,
     /// The database's clock during the request.
     pub now: DbTime,
     /// What it returned.

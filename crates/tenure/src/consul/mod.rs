@@ -14,18 +14,31 @@
 //!   the session id). `tenure status`, `leader`, `history`, `demote`, `pause` and the status
 //!   page see and act on these locks like any other lease.
 //! - A **session** is a row of `<prefix>consul_session`. It lives until its `expires_at` (the
-//!   database's clock): a TTL session exactly its TTL after its last renewal (Consul allows up
-//!   to twice that), a session without TTL as long as the node (the `tenure serve` instance)
-//!   that created it keeps renewing it. The leases a session holds expire at the same instant
-//!   as the session: a renewal renews both in one transaction.
+//!   database's clock): a TTL session twice its TTL after its last renewal, as Consul's do
+//!   ([`SESSION_TTL_MULTIPLIER`]: Patroni halves the TTL it asks for and believes its lock for
+//!   the whole), a session without TTL as long as the node (the `tenure serve` instance) that
+//!   created it keeps renewing it. The leases a session holds expire at the same instant as
+//!   the session: a renewal renews both in one transaction. The shortest TTL accepted is the
+//!   handle's [`session_ttl_min`](Consul::session_ttl_min) (Consul's 10 s by default); a TTL
+//!   out of range is refused in Consul's words ([`Error::SessionTtl`]).
 //! - When a session ends (destroyed, or expired and then reaped), each lock it held is released
 //!   with Consul's **lock-delay**: nobody can acquire that key before the session's end plus
 //!   its `LockDelay` (the lease's `expires_at`, exactly like `tenure demote`). With
 //!   `Behavior = delete` its keys are deleted instead of unlocked. An explicit `?release=`
 //!   has no lock-delay, as in Consul.
 //! - Values live in `<prefix>consul_kv`; one counter row, `<prefix>consul_index`, gives every
-//!   write its index (`CreateIndex`, `ModifyIndex`, `X-Consul-Index`). Every write locks that
-//!   row first, so Consul writes are serialized; each is one transaction.
+//!   write its index (`CreateIndex`, `ModifyIndex`), as Consul's Raft index does. Every write
+//!   locks that row first, so Consul writes are serialized; each is one transaction. Two more
+//!   rows keep Consul's table indexes (the last change to a key, deletes included, and to the
+//!   sessions), and `<prefix>consul_tombstone` the index of each deleted key for 15 minutes
+//!   (Consul's graveyard).
+//! - **A read answers with Consul's index for it** ([`Answer::index`], `X-Consul-Index`): one
+//!   key's `ModifyIndex` (the keys' table index when it is missing), a prefix's highest
+//!   `ModifyIndex` among its keys and its deleted keys' tombstones, the sessions' table index
+//!   for session reads. A blocking query waits until that index passes the one it was given,
+//!   so a watcher of one key wakes when that key changes, not when any key does. A write that
+//!   changes nothing (a holder acquiring its lock again with the same value, a set to the same
+//!   value) succeeds without moving any index, as Consul's.
 //! - **The index moves whenever an answer changes**, also when the change was not a Consul
 //!   write: a key whose lease tenure demoted, handed over at once or gave to another holder,
 //!   or whose session's time ran out, is *stale*. A read that finds one settles it first
@@ -37,11 +50,11 @@
 //! # What differs from Consul
 //! Keys are tenure names (1..=191 bytes of UTF-8, no control characters), plus no `.` or `..`
 //! segment. There are no agents, health checks or ACL policies; a TTL session does not
-//! depend on its node. `X-Consul-Index` is the store-wide index: a blocking query may return
-//! when an unrelated key changed (Consul's clients handle that; its docs allow it).
+//! depend on its node.
 
 mod api;
 mod error;
+pub mod go_duration;
 mod rows;
 mod rules;
 pub(crate) mod statements;
@@ -49,7 +62,7 @@ mod validate;
 
 pub use api::{
     Answer, Behavior, Entry, PutMode, Reply, Request, Session, SessionSpec, DEFAULT_LOCK_DELAY,
-    MAX_LOCK_DELAY, MAX_SESSION_TTL, MAX_VALUE_BYTES, MIN_SESSION_TTL,
+    MAX_LOCK_DELAY, MAX_SESSION_TTL, MAX_VALUE_BYTES, MIN_SESSION_TTL, SESSION_TTL_MULTIPLIER,
 };
 pub use error::{Error, Result};
 pub use validate::{new_session_id, validate_key, validate_prefix, validate_spec};
@@ -84,15 +97,32 @@ pub(crate) const TOPIC: &str = "consul";
 pub struct Consul {
     store: Store,
     statements: cell::Statements<Statements>,
+    /// The shortest session TTL it accepts.
+    session_ttl_min: std::time::Duration,
 }
 
 impl Consul {
-    /// The Consul layer on `store` (whose tables `Store::connect` created with the lease's).
+    /// The Consul layer on `store` (whose tables `Store::connect` created with the lease's),
+    /// accepting session TTLs from Consul's default minimum, [`MIN_SESSION_TTL`].
     pub fn new(store: Store) -> Consul {
         Consul {
             store,
             statements: cell::Statements::default(),
+            session_ttl_min: MIN_SESSION_TTL,
         }
+    }
+
+    /// The same handle accepting session TTLs from `min` (Consul's agent setting
+    /// `session_ttl_min`, which deployments with short TTLs lower). A TTL session lives twice
+    /// its TTL after each renewal, each renewal one write transaction.
+    pub fn session_ttl_min(mut self, min: std::time::Duration) -> Consul {
+        self.session_ttl_min = min;
+        self
+    }
+
+    /// The shortest session TTL this handle accepts.
+    pub fn min_session_ttl(&self) -> std::time::Duration {
+        self.session_ttl_min
     }
 
     /// The store underneath.
@@ -109,11 +139,11 @@ impl Consul {
     ///
     /// # Errors
     /// [`Error::Store`] with [`crate::Error::Invalid`] for a bad key, spec or value (nothing
-    /// is written); [`Error::InvalidSession`] for an acquire by a session that does not exist
-    /// or has ended; [`Error::Store`] for database errors and timeouts, after which the effect
+    /// is written); [`Error::SessionTtl`] for a session TTL out of range;
+    /// [`Error::InvalidSession`] for an acquire by a session that does not exist or has ended; [`Error::Store`] for database errors and timeouts, after which the effect
     /// is unknown.
     pub async fn request(&self, request: &Request, actor: &str) -> Result<Answer> {
-        validate::request(request)?;
+        validate::request(request, self.session_ttl_min)?;
         let mut rounds = 0;
         loop {
             match self.once(request, actor).await? {

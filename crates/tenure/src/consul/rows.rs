@@ -53,6 +53,16 @@ pub(crate) struct LeaseState {
 }
 
 impl EntryRow {
+    /// Whether `other` would store what this row stores (Consul's `DirEntry.Equal`: value,
+    /// flags, session and lock index): then a write of it changes nothing.
+    pub(super) fn same_as(&self, other: &EntryRow) -> bool {
+        self.key == other.key
+            && self.value == other.value
+            && self.flags == other.flags
+            && self.session == other.session
+            && self.lock_index == other.lock_index
+    }
+
     /// The session whose lock this entry records, if the key's lease still is that lock:
     /// held by it, with that term, not expired.
     pub(super) fn live_lock(&self, now: DbTime) -> Option<&str> {
@@ -182,6 +192,76 @@ impl<'t> ConsulTx<'t> {
 
     pub(crate) async fn set_index(&mut self, index: u64) -> Result<()> {
         self.s.index.set(self.tx, index).await
+    }
+
+    /// The keys' table index: the last index that changed a key (deletes included).
+    pub(crate) async fn kvs_index(&mut self) -> Result<u64> {
+        self.s.kvs_index.read(self.tx).await
+    }
+
+    /// The sessions' table index: the last index that created or ended a session.
+    pub(crate) async fn sessions_index(&mut self) -> Result<u64> {
+        self.s.sessions_index.read(self.tx).await
+    }
+
+    /// Records `index` as the last change of the keys (`kvs`) and/or of the sessions, in a
+    /// writer's transaction (after [`lock_index`](ConsulTx::lock_index)).
+    pub(crate) async fn set_table_indexes(
+        &mut self,
+        index: u64,
+        kvs: bool,
+        sessions: bool,
+    ) -> Result<()> {
+        for (changed, counter) in [(kvs, &self.s.kvs_index), (sessions, &self.s.sessions_index)] {
+            if changed {
+                counter.lock(self.tx).await?;
+                counter.set(self.tx, index).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Marks `key` deleted at `index` (its tombstone replaces an older one).
+    pub(crate) async fn tombstone(&mut self, key: &str, index: u64, now: DbTime) -> Result<()> {
+        self.tx
+            .execute(&self.s.delete_tombstone, &[Arg::Text(key)])
+            .await?;
+        let args = [
+            Arg::Text(key),
+            Arg::Int(int("index", index)?),
+            Arg::Int(now.0),
+        ];
+        self.tx.execute(&self.s.insert_tombstone, &args).await
+    }
+
+    /// The highest tombstone index of the keys that start with `prefix` (0 if none).
+    pub(crate) async fn tombstones_under(&mut self, prefix: &str) -> Result<u64> {
+        let rows = match prefix_end(prefix) {
+            Some(end) => {
+                let args = [Arg::Text(prefix), Arg::Text(&end)];
+                self.tx.fetch(&self.s.tombstones_between, &args).await?
+            }
+            None => {
+                self.tx
+                    .fetch(&self.s.tombstones_from, &[Arg::Text(prefix)])
+                    .await?
+            }
+        };
+        let mut highest = 0;
+        for row in &rows {
+            // The range is only a bound for the index: the prefix test is this one.
+            if row.text("kv_key")?.starts_with(prefix) {
+                highest = highest.max(unsigned(row.int("tomb_index")?)?);
+            }
+        }
+        Ok(highest)
+    }
+
+    /// Forgets the tombstones of keys deleted before `before`.
+    pub(crate) async fn reap_tombstones(&mut self, before: DbTime) -> Result<()> {
+        self.tx
+            .execute(&self.s.reap_tombstones, &[Arg::Int(before.0)])
+            .await
     }
 
     /// One session row, expired or not.

@@ -5,7 +5,7 @@
 
 use super::error::{Error, Result};
 use super::rows::{ConsulTx, EntryRow, SessionRow};
-use super::{Answer, Behavior, PutMode, Reply, Request, SessionSpec};
+use super::{Answer, Behavior, PutMode, Reply, Request, SessionSpec, SESSION_TTL_MULTIPLIER};
 use crate::model::{duration_ms, DbTime, Effect, Op, Purpose};
 use std::time::Duration;
 
@@ -13,17 +13,34 @@ use std::time::Duration;
 /// announces every acquisition and release, as an election's does.
 const KEY_LOCK: Purpose = Purpose::Election;
 
+/// How long a deleted key's tombstone keeps a prefix's index from sliding back (Consul's
+/// default `tombstone_ttl`).
+const TOMBSTONE_TTL_MS: u64 = 15 * 60 * 1000;
+
 /// The index a writing request gives every row it changes: one more than the store's, taken
-/// the first time something changes.
+/// the first time something changes; and which of Consul's tables (keys, sessions) changed, so
+/// that their table indexes move with it.
 struct Writes {
     before: u64,
-    changed: bool,
+    kvs: bool,
+    sessions: bool,
 }
 
 impl Writes {
-    fn index(&mut self) -> u64 {
-        self.changed = true;
+    /// The index of a change to a key.
+    fn kv(&mut self) -> u64 {
+        self.kvs = true;
         self.before + 1
+    }
+
+    /// The index of a session created or ended.
+    fn session(&mut self) -> u64 {
+        self.sessions = true;
+        self.before + 1
+    }
+
+    fn changed(&self) -> bool {
+        self.kvs || self.sessions
     }
 }
 
@@ -41,10 +58,16 @@ pub(crate) enum Ran {
 /// Runs `request` in `tx` (the caller commits). `actor` goes into the lease history.
 pub(crate) async fn run(tx: &mut ConsulTx<'_>, request: &Request, actor: &str) -> Result<Ran> {
     if !request.writes() {
-        let index = tx.read_index().await?;
+        let store_index = tx.read_index().await?;
         let now = tx.now().await?;
         let (reply, unsettled) = read(tx, request, now).await?;
-        let answer = Answer { index, now, reply };
+        let index = answer_index(tx, request, &reply, store_index).await?;
+        let answer = Answer {
+            index,
+            store_index,
+            now,
+            reply,
+        };
         return Ok(if unsettled {
             Ran::Unsettled(answer)
         } else {
@@ -55,17 +78,59 @@ pub(crate) async fn run(tx: &mut ConsulTx<'_>, request: &Request, actor: &str) -
     let now = tx.now().await?;
     let mut w = Writes {
         before,
-        changed: false,
+        kvs: false,
+        sessions: false,
     };
     let reply = write(tx, request, now, &mut w, actor).await?;
-    let index = if w.changed {
+    let index = if w.changed() {
         tx.set_index(before + 1).await?;
+        tx.set_table_indexes(before + 1, w.kvs, w.sessions).await?;
         tx.notify().await?;
         before + 1
     } else {
         before
     };
-    Ok(Ran::Answered(Answer { index, now, reply }))
+    Ok(Ran::Answered(Answer {
+        index,
+        store_index: index,
+        now,
+        reply,
+    }))
+}
+
+/// The index a read answers with, as Consul's blocking queries compute it (at least 1): one
+/// key's `ModifyIndex`, or the keys' table index when it is missing; a prefix's highest
+/// `ModifyIndex` among its keys and the tombstones of its deleted keys (the keys' table index
+/// for the empty prefix, or when it never had a key); the sessions' table index for sessions;
+/// the store's for the index itself. A blocking query waits until its answer's index passes
+/// the one it was given, so it wakes when what it reads changes, not when anything does.
+async fn answer_index(
+    tx: &mut ConsulTx<'_>,
+    request: &Request,
+    reply: &Reply,
+    store_index: u64,
+) -> Result<u64> {
+    let index = match (request, reply) {
+        (Request::Get { recurse: false, .. }, Reply::Entries(entries)) => match entries.first() {
+            Some(entry) => entry.modify_index,
+            None => tx.kvs_index().await?,
+        },
+        (Request::Get { key, recurse: true }, Reply::Entries(entries)) => {
+            let under = if key.is_empty() {
+                0
+            } else {
+                let highest = entries.iter().map(|e| e.modify_index).max().unwrap_or(0);
+                highest.max(tx.tombstones_under(key).await?)
+            };
+            match under {
+                0 => tx.kvs_index().await?,
+                under => under,
+            }
+        }
+        (Request::Session(_) | Request::Sessions(_), _) => tx.sessions_index().await?,
+        _ => store_index,
+    };
+    Ok(index.max(1))
 }
 
 /// A read's reply, and whether what it shows is unsettled (see [`Ran::Unsettled`]).
@@ -124,7 +189,7 @@ async fn write(
             if let Some(row) = tx.session(id).await? {
                 // A session that expired unnoticed ended then, not now.
                 let ended = row.expires_at.min(now);
-                end_session(tx, w, &row, ended, "destroyed", actor).await?;
+                end_session(tx, now, w, &row, ended, "destroyed", actor).await?;
             }
             Ok(Reply::Done(true))
         }
@@ -139,11 +204,12 @@ async fn write(
         Request::Reap { limit } => {
             let expired = tx.expired_sessions(now, *limit).await?;
             for row in &expired {
-                end_session(tx, w, row, row.expires_at, "expired", actor).await?;
+                end_session(tx, now, w, row, row.expires_at, "expired", actor).await?;
             }
             for mut entry in tx.locked_entries().await? {
                 settle(tx, now, w, &mut entry, actor).await?;
             }
+            tx.reap_tombstones(now.minus_ms(TOMBSTONE_TTL_MS)).await?;
             Ok(Reply::Reaped(expired.len()))
         }
         Request::Put {
@@ -168,8 +234,13 @@ async fn create(
     node_lease: Duration,
 ) -> Result<Reply> {
     let ttl_ms = spec.ttl.map(duration_ms);
-    let lease_ms = ttl_ms.unwrap_or_else(|| duration_ms(node_lease));
-    let index = w.index();
+    // As Consul: a TTL session ends twice its TTL after its last renewal (a client such as
+    // Patroni halves the TTL it asks for because of it, and believes its lock for the whole).
+    let lease_ms = ttl_ms.map_or_else(
+        || duration_ms(node_lease),
+        |ttl| ttl.saturating_mul(SESSION_TTL_MULTIPLIER),
+    );
+    let index = w.session();
     let row = SessionRow {
         id: id.to_string(),
         name: spec.name.clone(),
@@ -223,7 +294,7 @@ async fn renew(
         };
         if !kept {
             entry.session = None;
-            entry.modify_index = w.index();
+            entry.modify_index = w.kv();
             tx.update_entry(&entry).await?;
         }
     }
@@ -235,6 +306,7 @@ async fn renew(
 /// it before `ended` + its lock-delay (or its key deleted, for `Behavior::Delete`).
 async fn end_session(
     tx: &mut ConsulTx<'_>,
+    now: DbTime,
     w: &mut Writes,
     row: &SessionRow,
     ended: DbTime,
@@ -251,17 +323,17 @@ async fn end_session(
         match row.behavior {
             Behavior::Delete => {
                 tx.delete_entry(&entry.key).await?;
-                w.index();
+                tx.tombstone(&entry.key, w.kv(), now).await?;
             }
             Behavior::Release => {
                 entry.session = None;
-                entry.modify_index = w.index();
+                entry.modify_index = w.kv();
                 tx.update_entry(&entry).await?;
             }
         }
     }
     tx.delete_session(&row.id).await?;
-    w.index();
+    w.session();
     Ok(())
 }
 
@@ -372,9 +444,15 @@ async fn put(
     if !done {
         return Ok(Reply::Done(false));
     }
-    let index = w.index();
     entry.value = value.to_vec();
     entry.flags = flags;
+    if current.as_ref().is_some_and(|c| c.same_as(&entry)) {
+        // As Consul: a write that changes nothing (a holder acquiring its own lock again with
+        // the same value, a set to the value it has) succeeds without moving the key's index,
+        // so nobody blocked on the key wakes.
+        return Ok(Reply::Done(true));
+    }
+    let index = w.kv();
     entry.modify_index = index;
     if current.is_some() {
         tx.update_entry(&entry).await?;
@@ -413,7 +491,7 @@ async fn settle(
         }
     }
     entry.session = None;
-    entry.modify_index = w.index();
+    entry.modify_index = w.kv();
     tx.update_entry(entry).await?;
     Ok(true)
 }
@@ -445,7 +523,7 @@ async fn delete(
             release(tx, entry, &session, now, why, actor).await?;
         }
         tx.delete_entry(&entry.key).await?;
-        w.index();
+        tx.tombstone(&entry.key, w.kv(), now).await?;
     }
     Ok(Reply::Done(true))
 }

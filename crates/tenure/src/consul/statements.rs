@@ -3,13 +3,29 @@
 //! printed by `tenure migrate --print`).
 
 use crate::backend::tx::counter::{self, Counter};
+
 use crate::backend::tx::{Column, Dialect, Index, Kind, Schema, Table};
 
 /// The statements of the Consul tables, with the prefix filled in.
 #[derive(Debug)]
 pub(crate) struct Statements {
-    /// The index: every write takes it first.
+    /// The index: every write takes it first (Consul's Raft index).
     pub(super) index: Counter,
+    /// The index of the last change to the keys (Consul's `kvs` table index, deletes
+    /// included): a missing key's answer, and an empty prefix's.
+    pub(super) kvs_index: Counter,
+    /// The index of the last change to the sessions (created or ended; renewals are not
+    /// changes): every session read's answer.
+    pub(super) sessions_index: Counter,
+    /// Parameters: key, index, deleted at (µs).
+    pub(super) insert_tombstone: String,
+    /// Parameter: key.
+    pub(super) delete_tombstone: String,
+    /// Tombstones from a key on (parameter: from), or between two (from, to).
+    pub(super) tombstones_from: String,
+    pub(super) tombstones_between: String,
+    /// Parameter: deleted before (µs).
+    pub(super) reap_tombstones: String,
     pub(super) session: String,
     pub(super) sessions: String,
     pub(super) sessions_of_node: String,
@@ -34,6 +50,8 @@ impl Statements {
         let sessions = format!("{prefix}consul_session");
         let kv = format!("{prefix}consul_kv");
         let lease = format!("{prefix}lease");
+        let tombs = TOMBSTONE.named(prefix);
+        let tomb_columns = format!("SELECT {} AS kv_key, tomb_index FROM {tombs}", t("kv_key"));
         let session_columns = format!(
             "SELECT {} AS id, {} AS name, {} AS node, ttl_ms, lease_ms, lock_delay_ms, \
              {} AS behavior, create_index, modify_index, {} AS expires_us FROM {sessions}",
@@ -56,7 +74,26 @@ impl Statements {
             (d.to_us)("l.expires_at"),
         );
         Statements {
-            index: Counter::new(&INDEX, prefix, d),
+            index: Counter::row(&INDEX, 1, prefix, d),
+            kvs_index: Counter::row(&INDEX, 2, prefix, d),
+            sessions_index: Counter::row(&INDEX, 3, prefix, d),
+            insert_tombstone: format!(
+                "INSERT INTO {tombs} (kv_key, tomb_index, deleted_at) VALUES ({}, {}, {})",
+                p(1),
+                p(2),
+                (d.from_us)(&p(3))
+            ),
+            delete_tombstone: format!("DELETE FROM {tombs} WHERE kv_key = {}", p(1)),
+            tombstones_from: format!("{tomb_columns} WHERE kv_key >= {}", p(1)),
+            tombstones_between: format!(
+                "{tomb_columns} WHERE kv_key >= {} AND kv_key < {}",
+                p(1),
+                p(2)
+            ),
+            reap_tombstones: format!(
+                "DELETE FROM {tombs} WHERE deleted_at < {}",
+                (d.from_us)(&p(1))
+            ),
             session: format!("{session_columns} WHERE id = {}", p(1)),
             sessions: format!("{session_columns} ORDER BY create_index"),
             sessions_of_node: format!(
@@ -153,8 +190,22 @@ pub(super) fn prefix_end(prefix: &str) -> Option<String> {
     None
 }
 
-/// The counter every Consul write takes first: its index (`X-Consul-Index`).
+/// The counters: row 1, the index every Consul write takes first (`X-Consul-Index` of the
+/// store); row 2, the keys' table index; row 3, the sessions' table index.
 pub(super) const INDEX: Table = counter::table("consul_index");
+
+/// A deleted key's last index, so that a prefix's index never slides back when a key under it
+/// is deleted (Consul's graveyard); reaped after [`TOMBSTONE_TTL`](super::rules).
+const TOMBSTONE: Table = Table {
+    name: "consul_tombstone",
+    columns: &[
+        Column::new("kv_key", Kind::Name(191)),
+        Column::new("tomb_index", Kind::Int),
+        Column::new("deleted_at", Kind::Time),
+    ],
+    primary_key: &["kv_key"],
+    indexes: &[],
+};
 
 /// The Consul tables. Keys and session ids compare byte for byte, as tenure's names; times are
 /// the engine's timestamps, as the lease's.
@@ -196,6 +247,7 @@ pub(crate) const SCHEMA: Schema = Schema {
             }],
         },
         INDEX,
+        TOMBSTONE,
     ],
 };
 

@@ -1,24 +1,25 @@
 //! Checks of what a Consul request carries (keys, session specs), and new session ids.
 
-use super::{
-    Request, SessionSpec, MAX_LOCK_DELAY, MAX_SESSION_TTL, MAX_VALUE_BYTES, MIN_SESSION_TTL,
-};
+use super::{Request, SessionSpec, MAX_LOCK_DELAY, MAX_SESSION_TTL, MAX_VALUE_BYTES};
 use crate::error::{Error, Result};
+use std::time::Duration;
 
-/// Checks what `request` carries before it runs: keys (or prefixes), a session spec, a value's
-/// size.
+/// Checks what `request` carries before it runs: keys (or prefixes), a session spec (its TTL
+/// at least `ttl_min`), a value's size.
 ///
 /// # Errors
-/// [`Error::Invalid`] naming the bad value.
-pub(super) fn request(request: &Request) -> Result<()> {
+/// [`Error::Invalid`] naming the bad value; a TTL out of range is
+/// [`consul::Error::SessionTtl`](super::Error::SessionTtl).
+pub(super) fn request(request: &Request, ttl_min: Duration) -> super::Result<()> {
     match request {
-        Request::CreateSession { spec, .. } => validate_spec(spec),
+        Request::CreateSession { spec, .. } => validate_spec(spec, ttl_min),
         Request::Get { key, recurse } | Request::Delete { key, recurse, .. } => {
             if *recurse {
-                validate_prefix(key)
+                validate_prefix(key)?;
             } else {
-                validate_key(key)
+                validate_key(key)?;
             }
+            Ok(())
         }
         Request::Put { key, value, .. } => {
             validate_key(key)?;
@@ -27,7 +28,8 @@ pub(super) fn request(request: &Request) -> Result<()> {
                     what: "value",
                     value: format!("{} bytes", value.len()),
                     rule: "at most 512 KiB (524288 bytes)",
-                });
+                }
+                .into());
             }
             Ok(())
         }
@@ -73,17 +75,19 @@ fn invalid_key(key: &str) -> Error {
     }
 }
 
-/// Checks a session spec against Consul's bounds.
+/// Checks a session spec against Consul's bounds, its TTL (0 is none) against `ttl_min` (the
+/// server's `session_ttl_min`) and 24 h.
 ///
 /// # Errors
+/// [`consul::Error::SessionTtl`](super::Error::SessionTtl) in Consul's words; otherwise
 /// [`Error::Invalid`] naming the value and the bound.
-pub fn validate_spec(spec: &SessionSpec) -> Result<()> {
+pub fn validate_spec(spec: &SessionSpec, ttl_min: Duration) -> super::Result<()> {
     if let Some(ttl) = spec.ttl {
-        if !(MIN_SESSION_TTL..=MAX_SESSION_TTL).contains(&ttl) {
-            return Err(Error::Invalid {
-                what: "session TTL",
-                value: format!("{ttl:?}"),
-                rule: "between 10s and 24h (86400s)",
+        if !(ttl_min..=MAX_SESSION_TTL).contains(&ttl) {
+            return Err(super::Error::SessionTtl {
+                ttl,
+                min: ttl_min,
+                max: MAX_SESSION_TTL,
             });
         }
     }
@@ -92,19 +96,24 @@ pub fn validate_spec(spec: &SessionSpec) -> Result<()> {
             what: "lock delay",
             value: format!("{:?}", spec.lock_delay),
             rule: "at most 60s",
-        });
+        }
+        .into());
     }
     if spec.name.len() > 191 || spec.name.chars().any(char::is_control) {
         return Err(Error::Invalid {
             what: "session name",
             value: spec.name.clone(),
             rule: "at most 191 bytes, no control characters",
-        });
+        }
+        .into());
     }
-    crate::validate::name(&spec.node).map_err(|_| Error::Invalid {
-        what: "node",
-        value: spec.node.clone(),
-        rule: "1 to 191 bytes of UTF-8 without control characters",
+    crate::validate::name(&spec.node).map_err(|_| {
+        Error::Invalid {
+            what: "node",
+            value: spec.node.clone(),
+            rule: "1 to 191 bytes of UTF-8 without control characters",
+        }
+        .into()
     })
 }
 
@@ -161,11 +170,32 @@ mod tests {
             lock_delay: Duration::from_secs(delay),
             behavior: Behavior::Release,
         };
-        assert!(validate_spec(&spec(None, 15)).is_ok());
-        assert!(validate_spec(&spec(Some(10), 0)).is_ok());
-        assert!(validate_spec(&spec(Some(86_400), 60)).is_ok());
-        assert!(validate_spec(&spec(Some(9), 15)).is_err());
-        assert!(validate_spec(&spec(Some(86_401), 15)).is_err());
-        assert!(validate_spec(&spec(None, 61)).is_err());
+        let min = super::super::MIN_SESSION_TTL;
+        assert!(validate_spec(&spec(None, 15), min).is_ok());
+        assert!(validate_spec(&spec(Some(10), 0), min).is_ok());
+        assert!(validate_spec(&spec(Some(86_400), 60), min).is_ok());
+        assert!(validate_spec(&spec(Some(9), 15), min).is_err());
+        assert!(validate_spec(&spec(Some(86_401), 15), min).is_err());
+        assert!(validate_spec(&spec(None, 61), min).is_err());
+        // A lower minimum (a server's `--session-ttl-min`) lets a short TTL through.
+        assert!(validate_spec(&spec(Some(5), 0), Duration::from_secs(5)).is_ok());
+    }
+
+    /// Consul's own words and status for a TTL out of range: Patroni matches the text's start
+    /// and then asks `/v1/agent/self` for the minimum.
+    #[test]
+    fn a_ttl_out_of_range_is_refused_in_consuls_words() {
+        let spec = SessionSpec {
+            name: "n".into(),
+            node: "node".into(),
+            ttl: Some(Duration::from_secs(5)),
+            lock_delay: Duration::ZERO,
+            behavior: Behavior::Delete,
+        };
+        let err = validate_spec(&spec, super::super::MIN_SESSION_TTL).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Invalid Session TTL '5000000000', must be between [10s=24h0m0s]"
+        );
     }
 }

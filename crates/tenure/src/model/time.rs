@@ -22,9 +22,25 @@ impl DbTime {
         DbTime(self.0.saturating_add(us))
     }
 
+    /// This instant minus `ms` milliseconds, saturating at the start of `i64`.
+    pub fn minus_ms(self, ms: u64) -> DbTime {
+        let us = i64::try_from(ms)
+            .ok()
+            .and_then(|ms| ms.checked_mul(1000))
+            .unwrap_or(i64::MAX);
+        DbTime(self.0.saturating_sub(us))
+    }
+
     /// Milliseconds from `earlier` to `self`, or 0 when `earlier` is later.
     pub fn ms_since(self, earlier: DbTime) -> u64 {
         u64::try_from(self.0.saturating_sub(earlier.0)).unwrap_or(0) / 1000
+    }
+
+    /// Whether something that ends at this instant (a lease, a session, any row with an
+    /// expiry) has ended by `now`: it lives while `now` is before its end, and is over from its
+    /// end on. The one rule of expiry, for the model and for every layer.
+    pub fn ended_by(self, now: DbTime) -> bool {
+        self <= now
     }
 
     /// As a chrono UTC timestamp, for display.

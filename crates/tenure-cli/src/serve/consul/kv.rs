@@ -24,12 +24,11 @@ pub(super) async fn get(call: Call) -> Answered {
     if !recurse && key.is_empty() {
         return Err(bad("Missing key name"));
     }
-    call.block().await?;
     let request = Request::Get {
         key: key.clone(),
         recurse,
     };
-    let answer = call.run(request, false).await?;
+    let answer = call.read(request).await?;
     let Reply::Entries(entries) = &answer.reply else {
         return Err(ConsulError(
             StatusCode::INTERNAL_SERVER_ERROR,

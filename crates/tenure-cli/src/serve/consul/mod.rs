@@ -9,12 +9,12 @@
 //! an endpoint is one function and one route.
 //!
 //! - this file: the routes, [`Call`], [`ConsulError`], blocking queries, the parameters.
-//! - `sessions`, `kv`: the handlers; `wire`: Consul's JSON shapes and index headers.
+//! - `sessions`, `kv`, `agent`: the handlers; `wire`: Consul's JSON shapes and index headers.
 //! - `node`: this instance as a Consul node (heartbeats, the reap, the index blocking queries
-//!   wait on); `go_duration`: Go's duration syntax, as Consul reads it.
+//!   wait on).
 //! - `openapi.json`: this room's part of the API description.
 
-mod go_duration;
+mod agent;
 mod kv;
 mod node;
 mod sessions;
@@ -31,7 +31,7 @@ use axum::extract::{
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, put};
+use axum::routing::{any, get, put};
 use axum::Router;
 use std::time::Duration;
 use tenure::consul::{Answer, Error, Request as ConsulRequest, MAX_VALUE_BYTES};
@@ -54,6 +54,8 @@ pub(super) fn routes() -> Router<AppState> {
             "/v1/kv/{*key}",
             get(kv::get).put(kv::put).delete(kv::delete),
         )
+        .route("/v1/agent/self", get(agent::me))
+        .route("/v1/agent/{*path}", any(agent::absent))
         .route_layer(middleware::from_fn(crate::watching::consul_request))
         .route_layer(middleware::from_fn(limit_body))
         .layer(DefaultBodyLimit::max(MAX_VALUE_BYTES + 1))
@@ -141,33 +143,42 @@ impl Call {
             .transpose()
     }
 
-    /// Consul's blocking query: with `?index=N` (N > 0), wait until the store-wide index
-    /// passes N or `?wait` (default 5 min, at most the server's `--max-wait`) passes, plus up
-    /// to a sixteenth of it as jitter. A malformed `wait` is refused even without `index`, an
-    /// empty one is ignored (as Consul does).
-    async fn block(&self) -> Result<(), ConsulError> {
+    /// Runs the read `request` as Consul's blocking query: with `?index=N` (N > 0), until
+    /// its answer's index passes N (the key's, the prefix's, the sessions' — see
+    /// `tenure::consul::Answer::index`) or `?wait` (default 5 min, at most the server's
+    /// `--max-wait`) passes, plus up to a sixteenth of it as jitter, reading again each time
+    /// the store's index moves; then the last answer. An index ahead of the store waits the
+    /// whole wait unless the answer passes it, and 0 does not block, as in Consul. A malformed
+    /// `wait` is refused even without `index`, an empty one is ignored (as Consul does).
+    async fn read(&self, request: ConsulRequest) -> Result<Answer, ConsulError> {
         let state = &self.state;
         let wait = match self.param("wait").filter(|w| !w.is_empty()) {
             Some(w) => go_duration("wait", w)?,
             None => DEFAULT_WAIT,
         }
         .min(state.0.max_wait);
-        let Some(index) = self.number("index")?.filter(|i| *i > 0) else {
-            return Ok(());
-        };
+        let index = self.number("index")?.unwrap_or(0);
         let jitter = wait / 16;
         let jitter = Duration::from_millis(rand_below(
             u64::try_from(jitter.as_millis()).unwrap_or(u64::MAX - 1) + 1,
         ));
-        state.0.consul.wait_past(index, wait + jitter).await;
-        Ok(())
+        let deadline = tokio::time::Instant::now() + wait + jitter;
+        loop {
+            let answer = self.run(request.clone(), false).await?;
+            if index == 0 || answer.index > index {
+                return Ok(answer);
+            }
+            if !state.0.consul.wait_past(answer.store_index, deadline).await {
+                return Ok(answer);
+            }
+        }
     }
 
     /// Runs `request` on the Consul layer as this call's actor (reads: none).
     async fn run(&self, request: ConsulRequest, write: bool) -> Result<Answer, ConsulError> {
         let actor = if write { self.actor.as_str() } else { "" };
         let answer = self.state.0.consul.request(&request, actor).await?;
-        self.state.0.consul.saw(answer.index);
+        self.state.0.consul.saw(answer.store_index);
         Ok(answer)
     }
 }
@@ -197,8 +208,11 @@ impl From<Error> for ConsulError {
     fn from(e: Error) -> ConsulError {
         let status = match &e {
             Error::Store(tenure::Error::Invalid { .. }) => StatusCode::BAD_REQUEST,
-            // As Consul: an unknown session or node is a server error (500).
-            Error::InvalidSession(_) | Error::UnknownNode(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            // As Consul: an unknown session or node, a TTL out of range, are server errors
+            // (500; Patroni matches "Invalid Session TTL" on a 500).
+            Error::InvalidSession(_) | Error::UnknownNode(_) | Error::SessionTtl { .. } => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
             Error::Store(store) if store.is_transient() => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         };
@@ -215,7 +229,7 @@ fn param<'a>(params: &'a Params, name: &str) -> Option<&'a str> {
 
 /// A duration in Go's syntax ("15s", "1m30s", "500ms"), as Consul reads it.
 fn go_duration(what: &str, text: &str) -> Result<Duration, ConsulError> {
-    go_duration::parse(text).ok_or_else(|| {
+    tenure::consul::go_duration::parse(text).ok_or_else(|| {
         bad(format!(
             "Invalid {what} {text:?}: expected a duration such as 15s"
         ))

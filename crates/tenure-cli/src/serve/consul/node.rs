@@ -26,6 +26,21 @@ pub(crate) struct ConsulArgs {
     /// writes always do.
     #[arg(long)]
     pub consul_reads_need_token: bool,
+    /// The shortest session TTL accepted (Consul's session_ttl_min; GET /v1/agent/self tells
+    /// clients). Default: 10s, Consul's. A TTL session lives twice its TTL after each renewal,
+    /// and each renewal is a write: a short minimum lets clients fail over faster and write
+    /// more often. At least the database timeout (--ttl/5 by default), so that a renewal that
+    /// takes all of it still lands in time.
+    #[arg(long, value_name = "DURATION", value_parser = crate::cli::duration)]
+    pub session_ttl_min: Option<Duration>,
+}
+
+impl ConsulArgs {
+    /// The shortest session TTL accepted: `--session-ttl-min`, else Consul's 10 s.
+    pub(crate) fn session_ttl_min(&self) -> Duration {
+        self.session_ttl_min
+            .unwrap_or(tenure::consul::MIN_SESSION_TTL)
+    }
 }
 
 /// The actor recorded in the lease history for the node's own upkeep.
@@ -47,11 +62,18 @@ pub(crate) struct ConsulNode {
 }
 
 impl ConsulNode {
-    /// Starts the upkeep on the current runtime.
-    pub(crate) fn spawn(store: Store, name: String, lease: Duration, poll: Duration) -> ConsulNode {
+    /// Starts the upkeep on the current runtime; the node accepts session TTLs from
+    /// `session_ttl_min`.
+    pub(crate) fn spawn(
+        store: Store,
+        name: String,
+        lease: Duration,
+        poll: Duration,
+        session_ttl_min: Duration,
+    ) -> ConsulNode {
         let (tx, _) = watch::channel(0u64);
         let index = Arc::new(tx);
-        let consul = Consul::new(store);
+        let consul = Consul::new(store).session_ttl_min(session_ttl_min);
         let heartbeat = tokio::spawn(upkeep(consul.clone(), name.clone(), lease)).abort_handle();
         let poller = tokio::spawn(poll_index(consul.clone(), index.clone(), poll)).abort_handle();
         ConsulNode {
@@ -84,10 +106,19 @@ impl ConsulNode {
         });
     }
 
-    /// Waits until the published index passes `index`, at most `wait`.
-    pub(crate) async fn wait_past(&self, index: u64, wait: Duration) {
+    /// Waits until the published store index passes `index`, until `deadline` at most;
+    /// whether it did.
+    pub(crate) async fn wait_past(&self, index: u64, deadline: tokio::time::Instant) -> bool {
         let mut rx = self.index.subscribe();
-        let _ = tokio::time::timeout(wait, rx.wait_for(|current| *current > index)).await;
+        let passed = rx.wait_for(|current| *current > index);
+        tokio::time::timeout_at(deadline, passed)
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    /// The shortest session TTL this node accepts.
+    pub(crate) fn session_ttl_min(&self) -> Duration {
+        self.consul.min_session_ttl()
     }
 
     /// Stops the upkeep (the sessions without TTL then lapse after the node lease).

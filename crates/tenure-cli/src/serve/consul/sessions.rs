@@ -41,23 +41,26 @@ fn spec_from(state: &AppState, body: &[u8]) -> Result<SessionSpec, ConsulError> 
             Error::UnknownNode(node).to_string(),
         ));
     }
+    // The range is the layer's to check (its minimum is this server's --session-ttl-min), in
+    // Consul's words; a TTL that does not parse is refused as Consul's RPC refuses it (500).
     let ttl = match text("TTL")?.filter(|t| !t.is_empty()) {
-        Some(t) => {
-            let ttl = go_duration("Session TTL", &t)?;
+        Some(t) => match tenure::consul::go_duration::parse(&t) {
             // As in Consul, a TTL of 0 is no TTL.
-            if ttl.is_zero() {
-                None
-            } else if !(tenure::consul::MIN_SESSION_TTL..=tenure::consul::MAX_SESSION_TTL)
-                .contains(&ttl)
-            {
-                return Err(bad(format!(
-                    "Invalid Session TTL '{}', must be between [10s=24h0m0s]",
-                    t
-                )));
-            } else {
-                Some(ttl)
+            Some(ttl) if ttl.is_zero() => None,
+            Some(ttl) => Some(ttl),
+            None => {
+                // Go's words for what time.ParseDuration refuses.
+                let why = if t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+                    "missing unit in duration"
+                } else {
+                    "invalid duration"
+                };
+                return Err(ConsulError(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    format!("Session TTL '{t}' invalid: time: {why} {t:?}"),
+                ));
             }
-        }
+        },
         None => None,
     };
     let lock_delay = match field(&body, "LockDelay") {
@@ -154,8 +157,7 @@ pub(super) async fn destroy(call: Call) -> Answered {
 
 /// `GET /v1/session/info/{id}`, blocking.
 pub(super) async fn info(call: Call) -> Answered {
-    call.block().await?;
-    let answer = call.run(Request::Session(call.path.clone()), false).await?;
+    let answer = call.read(Request::Session(call.path.clone())).await?;
     let list: Vec<Value> = match &answer.reply {
         Reply::Session(Some(s)) => vec![session_json(s)],
         _ => vec![],
@@ -175,8 +177,7 @@ pub(super) async fn of_node(call: Call) -> Answered {
 }
 
 async fn sessions(call: Call, node: Option<String>) -> Answered {
-    call.block().await?;
-    let answer = call.run(Request::Sessions(node), false).await?;
+    let answer = call.read(Request::Sessions(node)).await?;
     let Reply::Sessions(list) = &answer.reply else {
         return Err(ConsulError(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -100,6 +100,7 @@ fn state(db: &TestDb, poll: Duration, campaigns: BTreeMap<String, Campaign>) -> 
             "test-node".into(),
             Duration::from_secs(10),
             Duration::from_millis(100),
+            tenure::consul::MIN_SESSION_TTL,
         ),
     })
 }

@@ -145,6 +145,9 @@ const ROUTES: &[&str] = &[
     "GET /v1/kv/{key}",
     "PUT /v1/kv/{key}",
     "DELETE /v1/kv/{key}",
+    "GET /v1/agent/self",
+    "GET /v1/agent/{path}",
+    "PUT /v1/agent/{path}",
 ];
 
 /// Every route in [`ROUTES`] exists in the router (not a 404 from the fallback), and a path
@@ -155,7 +158,7 @@ async fn the_route_list_matches_the_router() {
     let app = app(state(&db, Duration::from_millis(50), BTreeMap::new()));
     for route in ROUTES {
         let (method, path) = route.split_once(' ').unwrap();
-        let uri = ["{name}", "{id}", "{node}", "{key}"]
+        let uri = ["{name}", "{id}", "{node}", "{key}", "{path}"]
             .iter()
             .fold(path.to_string(), |uri, p| uri.replace(p, "x"));
         let request = Request::builder()

@@ -8,7 +8,7 @@ use super::int::{bigint, unsigned};
 use super::{Arg, Dialect, Tx};
 use crate::error::Result;
 
-/// A counter's columns: one row, `id` = 1, with its value in `idx`.
+/// A counter's columns: one row per counter (`id`; a layer's first is 1), its value in `idx`.
 const COLUMNS: &[Column] = &[Column::new("id", Kind::Int), Column::new("idx", Kind::Int)];
 
 /// The table of one counter, named by the layer.
@@ -21,7 +21,8 @@ pub const fn table(name: &'static str) -> Table {
     }
 }
 
-/// The statements of one counter, with the store's prefix in its table's name.
+/// The statements of one counter (a row of its table), with the store's prefix in the table's
+/// name.
 #[derive(Debug)]
 pub struct Counter {
     table: String,
@@ -32,14 +33,20 @@ pub struct Counter {
 }
 
 impl Counter {
-    /// The counter kept in `table` (as [`table`] describes it), with `prefix`.
+    /// The counter kept in `table` (as [`table`] describes it), with `prefix`: its row 1.
     pub fn new(table: &Table, prefix: &str, d: &Dialect) -> Counter {
+        Counter::row(table, 1, prefix, d)
+    }
+
+    /// The counter kept in row `id` of `table`: a layer that keeps several (the index of
+    /// each of its tables beside its revision) keeps them in one table.
+    pub fn row(table: &Table, id: u8, prefix: &str, d: &Dialect) -> Counter {
         let name = table.named(prefix);
         Counter {
-            lock: format!("SELECT idx FROM {name} WHERE id = 1 {}", d.for_update),
-            read: format!("SELECT idx FROM {name} WHERE id = 1"),
-            insert: format!("INSERT INTO {name} (id, idx) VALUES (1, 0)"),
-            set: format!("UPDATE {name} SET idx = {} WHERE id = 1", (d.param)(1)),
+            lock: format!("SELECT idx FROM {name} WHERE id = {id} {}", d.for_update),
+            read: format!("SELECT idx FROM {name} WHERE id = {id}"),
+            insert: format!("INSERT INTO {name} (id, idx) VALUES ({id}, 0)"),
+            set: format!("UPDATE {name} SET idx = {} WHERE id = {id}", (d.param)(1)),
             table: name,
         }
     }
@@ -71,7 +78,8 @@ impl Counter {
         }
     }
 
-    /// Sets it (after [`lock`](Counter::lock), in the same transaction).
+    /// Sets it (after [`lock`](Counter::lock) of it, in the same transaction, which creates its
+    /// row the first time).
     ///
     /// # Errors
     /// Database errors; [`Error::Invalid`](crate::Error::Invalid) beyond a `BIGINT`.
