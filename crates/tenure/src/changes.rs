@@ -40,6 +40,10 @@ impl Lease {
 
 /// What a wake-up carries when it cannot say what changed (SQLite's doorbell, after it may
 /// have missed a ring): every listener looks again ([`Topic::Any`]'s wire form).
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "sqlite")),
+    allow(unused_imports)
+)]
 pub(crate) use crate::backend::tx::ANY;
 
 /// Changed leases as the database pushes them; see `Store::changes`.

@@ -16,6 +16,8 @@ const LAYERS: &[&Schema] = &[
     &crate::candidates::statements::SCHEMA,
     #[cfg(feature = "consul")]
     &crate::consul::statements::SCHEMA,
+    #[cfg(feature = "etcd")]
+    &crate::etcd::statements::SCHEMA,
 ];
 
 /// The DDL of every table this build uses — the lease's (what

@@ -60,14 +60,17 @@
 //! - [`Locks`]: cluster locks and semaphores, kept alive in batches.
 //! - [`Schedule`]: leader-only schedules with the last completed tick in the database.
 //! - `consul` (feature `consul`): Consul's sessions and KV, a layer on the seam.
+//! - `etcd` (feature `etcd`): etcd's v3 keys, revisions, log, leases and lock and election
+//!   recipes, a layer on the seam.
 //! - [`telemetry`]: every metric tenure records (through the `metrics` facade; the
 //!   application installs the exporter), recorded from the store's round trip and from the
 //!   start and end of every belief.
 //!
 //! # Features
 //! `sqlite`, `postgres`, `mysql` (all on by default) select the backends. `consul` compiles in
-//! the Consul layer (and its tables). `testing` exposes the tools of tenure's own tests: the
-//! `model` module (`decide`), raw [`Store`] operations, and `backend::CountingBackend`.
+//! the Consul layer (and its tables), `etcd` the etcd layer (and its tables). `testing`
+//! exposes the tools of tenure's own tests: the `model` module (`decide`), raw [`Store`]
+//! operations, and `backend::CountingBackend`.
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
@@ -82,6 +85,8 @@ pub mod consul;
 mod doctests;
 mod elector;
 mod error;
+#[cfg(feature = "etcd")]
+pub mod etcd;
 mod fence;
 mod guard;
 mod layers;

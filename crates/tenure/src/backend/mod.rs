@@ -249,7 +249,7 @@ pub fn fence_sql(kind: BackendKind, prefix: &str) -> Result<String> {
     Ok(sql::Statements::new(prefix, &dialect(kind)?, true).fence)
 }
 
-fn dialect(kind: BackendKind) -> Result<sql::Dialect> {
+pub(crate) fn dialect(kind: BackendKind) -> Result<sql::Dialect> {
     Ok(match kind {
         #[cfg(feature = "postgres")]
         BackendKind::Postgres => <postgres::Postgres as sql::Engine>::dialect(),

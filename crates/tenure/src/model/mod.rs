@@ -51,7 +51,9 @@ pub struct Lease {
 impl Lease {
     /// The holder, if it still leads at `now`.
     pub fn live_holder(&self, now: DbTime) -> Option<&str> {
-        self.holder.as_deref().filter(|_| self.expires_at > now)
+        self.holder
+            .as_deref()
+            .filter(|_| !self.expires_at.ended_by(now))
     }
 
     /// Milliseconds left until `expires_at`, 0 once passed.

@@ -82,7 +82,7 @@ pub(super) fn campaign(
             effect: Effect::Renewed,
         };
     }
-    if row.expires_at > now || row.paused || row.reserved_for_other(me, now) {
+    if !row.expires_at.ended_by(now) || row.paused || row.reserved_for_other(me, now) {
         return unchanged(current, Effect::Unavailable);
     }
     // A better live candidate takes it at its next campaign (a handover's target never waits).

@@ -27,6 +27,13 @@ impl DbTime {
         u64::try_from(self.0.saturating_sub(earlier.0)).unwrap_or(0) / 1000
     }
 
+    /// Whether something that ends at this instant (a lease, a session, any row with an
+    /// expiry) has ended by `now`: it lives while `now` is before its end, and is over from its
+    /// end on. The one rule of expiry, for the model and for every layer.
+    pub fn ended_by(self, now: DbTime) -> bool {
+        self <= now
+    }
+
     /// As a chrono UTC timestamp, for display.
     pub fn to_utc(self) -> chrono::DateTime<chrono::Utc> {
         chrono::DateTime::from_timestamp_micros(self.0).unwrap_or_default()

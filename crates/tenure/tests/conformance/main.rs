@@ -11,6 +11,14 @@ mod consul;
 mod consul_contracts;
 mod elector;
 mod epochs;
+mod etcd_fence;
+mod etcd_kv;
+mod etcd_leases;
+mod etcd_log;
+mod etcd_model;
+mod etcd_recipes;
+mod etcd_support;
+mod etcd_txn;
 mod fence;
 mod lock_history;
 mod locks;
@@ -23,6 +31,7 @@ mod spread_stall;
 mod stall;
 mod stalling;
 
+use etcd_fence::etcd_fence_tests;
 use fence::fence_tests;
 use stall::stall_tests;
 
@@ -117,6 +126,23 @@ for_every_backend!([
     consul_contracts::consul_step_down_moves_the_index,
     consul_contracts::consul_stale_release_is_refused,
     consul_contracts::consul_expired_session_cannot_release,
+    etcd_kv::etcd_put_versions_and_revisions,
+    etcd_kv::etcd_range_options,
+    etcd_kv::etcd_delete_range,
+    etcd_kv::etcd_past_revisions_and_compaction,
+    etcd_txn::etcd_txn_compares_and_branches,
+    etcd_txn::etcd_txn_nested,
+    etcd_txn::etcd_txn_refusals_write_nothing,
+    etcd_leases::etcd_lease_grant_keep_alive_revoke,
+    etcd_leases::etcd_lease_expires_by_the_database_clock,
+    etcd_log::etcd_events_in_whole_revisions,
+    etcd_log::etcd_revisions_are_gapless_under_concurrent_writers,
+    etcd_log::etcd_members_join_heartbeat_and_leave,
+    etcd_recipes::etcd_lock_one_holder_and_the_next_on_unlock,
+    etcd_recipes::etcd_lock_holder_lease_end_wakes_the_next,
+    etcd_recipes::etcd_lock_waiter_that_gives_up_leaves_no_key,
+    etcd_recipes::etcd_election_campaign_observe_and_resign,
+    etcd_model::etcd_matches_the_reference,
 ]);
 
 fence_tests!(
@@ -140,6 +166,19 @@ fence_tests!(
 fence_tests!(
     fence_pgbouncer,
     tenure::backend::postgres::PostgresBackend,
+    sqlx::Postgres,
+    common::Target::PgBouncer
+);
+
+etcd_fence_tests!(etcd_fence_sqlite, sqlx::Sqlite, tenure::BackendKind::Sqlite);
+etcd_fence_tests!(
+    etcd_fence_postgres,
+    sqlx::Postgres,
+    tenure::BackendKind::Postgres
+);
+etcd_fence_tests!(etcd_fence_mysql, sqlx::MySql, tenure::BackendKind::MySql);
+etcd_fence_tests!(
+    etcd_fence_pgbouncer,
     sqlx::Postgres,
     common::Target::PgBouncer
 );

@@ -11,7 +11,7 @@ const PRUNE_EVERY_TERMS: u64 = 64;
 
 /// Whether a tenure with this term, once acquired, prunes its name's old history.
 pub(crate) fn acquisition_prunes(term: u64) -> bool {
-    term % PRUNE_EVERY_TERMS == 0
+    term.is_multiple_of(PRUNE_EVERY_TERMS)
 }
 
 /// Whether writing `event` also prunes its name's old history.
