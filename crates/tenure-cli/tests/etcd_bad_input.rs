@@ -184,8 +184,20 @@ fn range_end_below_key(target: &Target) -> Transcript {
     t
 }
 
-/// A raw gRPC call with curl (HTTP/2 without TLS): the status it ends with.
+/// A raw gRPC call with curl (HTTP/2 without TLS): the status it ends with. (A server may
+/// answer and reset the stream before curl has sent the body; curl then reports nothing, and
+/// the call is made again.)
 fn raw_grpc(target: &Target, path: &str, body: &[u8], dir: &Path) -> String {
+    for _ in 0..5 {
+        let answer = raw_grpc_once(target, path, body, dir);
+        if !answer.starts_with("status  ") {
+            return answer;
+        }
+    }
+    raw_grpc_once(target, path, body, dir)
+}
+
+fn raw_grpc_once(target: &Target, path: &str, body: &[u8], dir: &Path) -> String {
     let file = dir.join("body.bin");
     std::fs::write(&file, body).expect("write");
     let out = Command::new("curl")

@@ -260,11 +260,11 @@ pub(crate) fn tenure_target(db: &Db) -> Target {
     tenure_target_with(db, &[])
 }
 
-/// The same with more flags.
+/// The same with more flags (without `--token-file`: a fresh etcd has no auth either).
 pub(crate) fn tenure_target_with(db: &Db, flags: &[&str]) -> Target {
     let mut args = vec!["--etcd-listen", "127.0.0.1:0"];
     args.extend_from_slice(flags);
-    let server = db.serve(&args);
+    let server = db.serve_without_token(&args);
     let addr = server
         .etcd
         .unwrap_or_else(|| panic!("no etcd listener:\n{}", server.stderr()));

@@ -83,6 +83,7 @@ pub use fence::fence_sql;
 pub use log::Events;
 pub use recipes::{Observer, SESSION_TTL};
 pub use rules::lease::{MAX_LEASE_TTL, MIN_LEASE_TTL};
+pub use rules::span::Span;
 pub use tenure_etcd_proto as proto;
 pub use validate::{MAX_KEY_BYTES, MAX_REQUEST_BYTES, MAX_TXN_OPS};
 
@@ -92,8 +93,10 @@ use call::{Call, Reply, Run, CALM_READS};
 use statements::Statements;
 use std::time::Duration;
 
-/// The topic of the layer's change signals: every write of keys signals it at commit.
-pub(crate) const TOPIC: &str = "etcd";
+/// The topic of the layer's change signals: every write of keys signals it at commit (a
+/// follower of the log, such as `tenure serve`'s watch hub, waits for
+/// [`Topic::Layer`](crate::Topic::Layer)`(TOPIC)`).
+pub const TOPIC: &str = "etcd";
 
 /// How often a recipe that waits reads the log when no change signal woke it (the default of
 /// [`Etcd::poll_interval`]).
