@@ -145,6 +145,21 @@ impl RealEtcd {
         Err(format!("etcd did not answer within 30 s:\n{}", etcd.log()))
     }
 
+    /// Turns authentication on: a user `root` (with etcd's root role) whose password is the
+    /// test token, as tenure's `--token-file` holds it.
+    pub(crate) fn enable_auth(&self) {
+        let url = format!("http://{}", self.addr);
+        let token = super::serve::TOKEN;
+        for args in [
+            vec!["user", "add", &format!("root:{token}")],
+            vec!["user", "grant-role", "root", "root"],
+            vec!["auth", "enable"],
+        ] {
+            let out = etcdctl_at(&url, &args);
+            assert_eq!(out.code, Some(0), "etcdctl {args:?}: {out:?}");
+        }
+    }
+
     /// What etcd logged.
     pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("etcd.log")).unwrap_or_default()
@@ -181,8 +196,30 @@ pub(crate) type Scenario = fn(&Target) -> Transcript;
 
 /// One test per scenario on the real etcd alone (`etcd::NAME`) and one per backend comparing
 /// tenure with it (`sqlite::NAME`, `postgres::NAME`, `mysql::NAME`).
+///
+/// `side_by_side!(token: NAME, …)`: the same with authentication on both sides — tenure with
+/// `--token-file` (the test token, [`TOKEN`](super::serve::TOKEN)), the real etcd with a user
+/// `root` whose password is that token, and auth enabled.
 #[macro_export]
 macro_rules! side_by_side {
+    (token: $($scenario:ident),* $(,)?) => {
+        mod etcd {
+            $( #[test] fn $scenario() { $crate::support::etcd::reference_with(true, super::$scenario) } )*
+        }
+        $crate::side_by_side!(@backend token, sqlite, Sqlite, $($scenario),*);
+        $crate::side_by_side!(@backend token, postgres, Postgres, $($scenario),*);
+        $crate::side_by_side!(@backend token, mysql, MySql, $($scenario),*);
+    };
+    (@backend token, $module:ident, $kind:ident, $($scenario:ident),*) => {
+        mod $module {
+            $(
+                #[test]
+                fn $scenario() {
+                    $crate::support::etcd::compare_with(true, tenure::BackendKind::$kind, super::$scenario)
+                }
+            )*
+        }
+    };
     ($($scenario:ident),* $(,)?) => {
         mod etcd {
             $( #[test] fn $scenario() { $crate::support::etcd::reference(super::$scenario) } )*
@@ -205,6 +242,11 @@ macro_rules! side_by_side {
 
 /// Runs `scenario` on a real etcd (its own assertions must hold there).
 pub(crate) fn reference(scenario: Scenario) {
+    reference_with(false, scenario);
+}
+
+/// The same, with authentication on (`token`; see the macro).
+pub(crate) fn reference_with(token: bool, scenario: Scenario) {
     if !etcd_installed() {
         return;
     }
@@ -214,6 +256,9 @@ pub(crate) fn reference(scenario: Scenario) {
         label: "etcd".into(),
         server: None,
     };
+    if token {
+        etcd.enable_auth();
+    }
     let transcript = scenario(&target);
     if std::env::var_os("TENURE_TEST_SHOW_TRANSCRIPT").is_some() {
         eprintln!("{}", transcript.lines.join("\n"));
@@ -227,6 +272,11 @@ pub(crate) fn reference(scenario: Scenario) {
 /// Runs `scenario` on a real etcd and on `tenure serve --etcd-listen` on `kind`; their
 /// transcripts must be equal.
 pub(crate) fn compare(kind: BackendKind, scenario: Scenario) {
+    compare_with(false, kind, scenario);
+}
+
+/// The same, with authentication on both sides (`token`; see the macro).
+pub(crate) fn compare_with(token: bool, kind: BackendKind, scenario: Scenario) {
     if !etcd_installed() {
         return;
     }
@@ -236,13 +286,20 @@ pub(crate) fn compare(kind: BackendKind, scenario: Scenario) {
     };
     let expected = {
         let etcd = RealEtcd::start();
+        if token {
+            etcd.enable_auth();
+        }
         scenario(&Target {
             addr: etcd.addr,
             label: "etcd".into(),
             server: None,
         })
     };
-    let target = tenure_target(&db);
+    let target = if token {
+        tokened_target(&db)
+    } else {
+        tenure_target(&db)
+    };
     let seen = scenario(&target);
     if seen.lines != expected.lines {
         panic!(
@@ -258,6 +315,19 @@ pub(crate) fn compare(kind: BackendKind, scenario: Scenario) {
 /// `tenure serve --etcd-listen 127.0.0.1:0` on `db`, as a target.
 pub(crate) fn tenure_target(db: &Db) -> Target {
     tenure_target_with(db, &[])
+}
+
+/// `tenure serve --etcd-listen 127.0.0.1:0 --token-file …` (the test token) on `db`.
+pub(crate) fn tokened_target(db: &Db) -> Target {
+    let server = db.serve(&["--etcd-listen", "127.0.0.1:0"]);
+    let addr = server
+        .etcd
+        .unwrap_or_else(|| panic!("no etcd listener:\n{}", server.stderr()));
+    Target {
+        addr,
+        label: format!("tenure ({}, with a token)", db.kind),
+        server: Some(server),
+    }
 }
 
 /// The same with more flags (without `--token-file`: a fresh etcd has no auth either).
