@@ -410,6 +410,12 @@ pub(crate) struct FenceSqlArgs {
     /// The dialect; default: the one the database URL names (SQLite without one).
     #[arg(long, value_enum)]
     pub dialect: Option<Dialect>,
+    /// The fence for etcd locks taken through `tenure serve`'s etcd API instead: parameters the
+    /// lock's key and a revision at which it was held ($ETCD_LOCK_KEY and $ETCD_LOCK_REV from
+    /// `etcdctl lock`, or a Mutex's Key() and its key's create revision).
+    #[cfg(feature = "etcd")]
+    #[arg(long)]
+    pub etcd: bool,
 }
 
 /// A SQL dialect tenure speaks.

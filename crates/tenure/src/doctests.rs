@@ -9,3 +9,7 @@ struct LibraryGuide;
 
 #[doc = include_str!("../../../docs/guides/fencing.md")]
 struct FencingGuide;
+
+#[cfg(feature = "etcd")]
+#[doc = include_str!("../../../docs/guides/etcd.md")]
+struct EtcdGuide;

@@ -73,6 +73,58 @@ fn fence_sql_prints_the_dialects_statement_without_connecting() {
     assert!(out.stdout.is_empty(), "{out}");
 }
 
+/// `tenure fence-sql --etcd`: the fence of etcd locks, of the dialect the URL names, with the
+/// table prefix, as the library builds it; `--json` gives its parts.
+#[test]
+fn fence_sql_prints_the_etcd_locks_statement() {
+    let prefix = fresh_prefix();
+    for (url, kind, markers) in [
+        (
+            "postgres://192.0.2.1/x",
+            BackendKind::Postgres,
+            &["$2", "FOR SHARE"][..],
+        ),
+        (
+            "mysql://192.0.2.1/x",
+            BackendKind::MySql,
+            &["kv_key = ?", "LOCK IN SHARE MODE"][..],
+        ),
+        (
+            "sqlite:///nowhere/x.db",
+            BackendKind::Sqlite,
+            &["UPDATE", "RETURNING"][..],
+        ),
+    ] {
+        let out = run(tenure().args([
+            "--database-url",
+            url,
+            "--table-prefix",
+            &prefix,
+            "fence-sql",
+            "--etcd",
+        ]));
+        out.expect_code(0);
+        let lines: Vec<&str> = out.stdout.lines().collect();
+        assert_eq!(lines.len(), 2, "a comment and the statement:\n{out}");
+        assert!(lines[0].contains("$ETCD_LOCK_KEY, $ETCD_LOCK_REV"), "{out}");
+        assert!(
+            lines[0].contains(&format!("table {prefix}etcd_kv")),
+            "{out}"
+        );
+        let expected = tenure::etcd::fence_sql(kind, &prefix).unwrap();
+        assert_eq!(lines[1], format!("{expected};"));
+        for marker in markers {
+            assert!(lines[1].contains(marker), "{url}: {marker}:\n{out}");
+        }
+    }
+    let out = run(tenure().args(["--json", "fence-sql", "--etcd", "--dialect", "postgres"]));
+    out.expect_code(0);
+    let json = out.json();
+    assert_keys(&json, &["dialect", "parameters", "sql", "table"]);
+    assert_eq!(json["table"], "tenure_etcd_kv");
+    assert_eq!(json["parameters"], serde_json::json!(["key", "revision"]));
+}
+
 /// `tenure run`, `lock` and `every` give their command the store's fence statement.
 #[tokio::test]
 async fn commands_get_tenure_fence_sql() {

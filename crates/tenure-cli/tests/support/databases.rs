@@ -21,9 +21,9 @@ pub(crate) const KINDS: [BackendKind; 3] = [
     BackendKind::MySql,
 ];
 
-/// Every table of a prefix: the lease's, MySQL's epoch row, and the Consul layer's (which the
-/// `tenure` command compiles in).
-pub(crate) const TABLES: [&str; 8] = [
+/// Every table of a prefix: the lease's, MySQL's epoch row, and the Consul and etcd layers'
+/// (which the `tenure` command compiles in).
+pub(crate) const TABLES: [&str; 14] = [
     "lease",
     "history",
     "tick",
@@ -32,6 +32,12 @@ pub(crate) const TABLES: [&str; 8] = [
     "consul_session",
     "consul_kv",
     "consul_index",
+    "etcd_kv",
+    "etcd_event",
+    "etcd_lease",
+    "etcd_member",
+    "etcd_revision",
+    "etcd_compaction",
 ];
 
 pub(crate) fn postgres_url() -> String {

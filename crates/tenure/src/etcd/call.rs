@@ -217,7 +217,7 @@ async fn write_keys(tx: &mut EtcdTx<'_>, call: Call<'_>) -> Result<Reply> {
         }
         Call::Delete(d) => Reply::Delete(delete(tx, &mut w, d).await?),
         Call::Txn(t) => {
-            let floor = tx.read_floor().await?;
+            let floor = floor_for(tx, call).await?;
             Reply::Txn(txn(tx, &mut w, t, floor).await?)
         }
         Call::Revoke(id) => Reply::Revoke(leases::revoke(tx, &mut w, id).await?),
@@ -245,7 +245,7 @@ async fn read_keys(tx: &mut EtcdTx<'_>, call: Call<'_>, locked: bool) -> Result<
     } else {
         tx.read_revision().await?
     };
-    let floor = tx.read_floor().await?;
+    let floor = floor_for(tx, call).await?;
     let reply = match call {
         Call::Range(r) => Reply::Range(range(tx, r, seen, floor).await?),
         Call::Txn(t) => Reply::Txn(txn(tx, &mut Writing::at(seen), t, floor).await?),
@@ -255,6 +255,30 @@ async fn read_keys(tx: &mut EtcdTx<'_>, call: Call<'_>, locked: bool) -> Result<
         return Ok(None);
     }
     Ok(Some(reply))
+}
+
+/// The compaction floor, read only for a call that reads a past revision (0 for one that does
+/// not: it reads the keys as they are, which no compaction touches).
+async fn floor_for(tx: &mut EtcdTx<'_>, call: Call<'_>) -> Result<i64> {
+    let past = match call {
+        Call::Range(r) => r.revision > 0,
+        Call::Txn(t) => reads_the_past(t),
+        _ => false,
+    };
+    Ok(if past { tx.read_floor().await? } else { 0 })
+}
+
+/// Whether a Txn has a Range of a past revision, in either branch at any depth.
+fn reads_the_past(t: &TxnRequest) -> bool {
+    use super::proto::etcdserverpb::request_op::Request as Op;
+    t.success
+        .iter()
+        .chain(&t.failure)
+        .any(|op| match &op.request {
+            Some(Op::RequestRange(r)) => r.revision > 0,
+            Some(Op::RequestTxn(t)) => reads_the_past(t),
+            _ => false,
+        })
 }
 
 /// Everything that leaves the revision alone.

@@ -93,9 +93,10 @@ use call::{Call, Reply, Run, CALM_READS};
 use statements::Statements;
 use std::time::Duration;
 
-/// The topic of the layer's change signals: every write of keys signals it at commit (a
-/// follower of the log, such as `tenure serve`'s watch hub, waits for
-/// [`Topic::Layer`](crate::Topic::Layer)`(TOPIC)`).
+/// The topic of the layer's change signals: every write of keys signals it at commit, so a
+/// watcher of the log waits with
+/// `store.changes().changed(|t| t == tenure::Topic::Layer(tenure::etcd::TOPIC))` (and reads the
+/// log every poll interval too: MySQL pushes nothing).
 pub const TOPIC: &str = "etcd";
 
 /// How often a recipe that waits reads the log when no change signal woke it (the default of

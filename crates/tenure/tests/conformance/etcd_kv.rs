@@ -364,3 +364,41 @@ pub(crate) async fn etcd_past_revisions_and_compaction(store: Store) {
     assert_eq!(etcd.retain(1).await.unwrap(), None);
     s.drop_tables().await;
 }
+
+/// Keys are bytes compared byte for byte on every engine: a trailing space, a zero byte and
+/// 0xff make keys of their own, in byte order.
+pub(crate) async fn etcd_keys_are_bytes(store: Store) {
+    let s = Scoped::new(store).await;
+    let etcd = &s.etcd;
+    let keys: [&[u8]; 5] = [b"sp", b"sp ", b"sp\0", b"sp\xff", b"Sp"];
+    for (i, key) in keys.iter().enumerate() {
+        let put = PutRequest {
+            key: key.to_vec(),
+            value: vec![u8::try_from(i).unwrap()],
+            ..PutRequest::default()
+        };
+        etcd.put(&put).await.unwrap();
+    }
+    let found = etcd
+        .range(&RangeRequest {
+            key: b"sp".to_vec(),
+            range_end: b"sq".to_vec(),
+            ..RangeRequest::default()
+        })
+        .await
+        .unwrap();
+    let order: Vec<&[u8]> = found.kvs.iter().map(|kv| kv.key.as_slice()).collect();
+    assert_eq!(order, [&b"sp"[..], b"sp\0", b"sp ", b"sp\xff"]);
+    let values: Vec<u8> = found.kvs.iter().map(|kv| kv.value[0]).collect();
+    assert_eq!(values, [0, 2, 1, 3], "each its own key");
+    let one = etcd
+        .range(&RangeRequest {
+            key: b"sp ".to_vec(),
+            ..RangeRequest::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(one.kvs.len(), 1);
+    assert_eq!(one.kvs[0].value, [1]);
+    s.drop_tables().await;
+}

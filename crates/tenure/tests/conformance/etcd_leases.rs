@@ -118,15 +118,17 @@ pub(crate) async fn etcd_lease_expires_by_the_database_clock(store: Store) {
     let s = Scoped::new(store).await;
     let etcd = &s.etcd;
     let lease = grant(etcd, MIN_LEASE_TTL).await;
+    let other_lease = grant(etcd, MIN_LEASE_TTL).await;
     let kept = grant(etcd, 60).await;
     put_leased(etcd, "e/1", "v", lease).await; // 2
     put_leased(etcd, "e/2", "v", lease).await; // 3
     put_leased(etcd, "e/3", "v", kept).await; // 4
+    put_leased(etcd, "f/1", "v", other_lease).await; // 5
     let granted = etcd.lease_time_to_live(&ttl_of(lease)).await.unwrap();
     assert!(granted.ttl >= 0);
     // Nothing has ended yet: a reap writes nothing.
     let early = etcd.reap(10).await.unwrap();
-    assert_eq!((early.leases, early.revision), (0, 4));
+    assert_eq!((early.leases, early.revision), (0, 5));
     // Wait (by the database's clock) for the end of the lease.
     let now = etcd.store().list().await.unwrap().now;
     until_db_passes(etcd.store(), DbTime(now.0 + MIN_LEASE_TTL * 1_000_000)).await;
@@ -152,16 +154,23 @@ pub(crate) async fn etcd_lease_expires_by_the_database_clock(store: Store) {
     assert!(get(etcd, "e/1").await.is_some());
     let other = s.another().await;
     let reaped = other.reap(10).await.unwrap();
-    assert_eq!((reaped.leases, reaped.revision), (1, 5));
+    // Two ended leases: each one's keys at a revision of its own.
+    assert_eq!((reaped.leases, reaped.revision), (2, 7));
     assert!(get(etcd, "e/1").await.is_none() && get(etcd, "e/2").await.is_none());
-    assert!(get(etcd, "e/3").await.is_some());
-    let events = etcd.events(5, b"\0", b"\0", 10).await.unwrap();
-    let deleted: Vec<&[u8]> = events
+    assert!(get(etcd, "f/1").await.is_none() && get(etcd, "e/3").await.is_some());
+    let events = etcd.events(6, b"\0", b"\0", 10).await.unwrap();
+    let mut deleted: Vec<(i64, &[u8])> = events
         .events
         .iter()
-        .map(|e| e.kv.as_ref().unwrap().key.as_slice())
+        .map(|e| {
+            let kv = e.kv.as_ref().unwrap();
+            (kv.mod_revision, kv.key.as_slice())
+        })
         .collect();
-    assert_eq!(deleted, [&b"e/1"[..], b"e/2"]);
+    deleted.sort_by_key(|(_, key)| *key);
+    assert_eq!(deleted.len(), 3);
+    assert_eq!(deleted[0].0, deleted[1].0, "e/1 and e/2 at one revision");
+    assert_ne!(deleted[0].0, deleted[2].0, "f/1 at another");
     assert_eq!(etcd.reap(10).await.unwrap().leases, 0);
     other.store().close().await;
     s.drop_tables().await;

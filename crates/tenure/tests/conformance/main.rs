@@ -130,6 +130,7 @@ for_every_backend!([
     etcd_kv::etcd_range_options,
     etcd_kv::etcd_delete_range,
     etcd_kv::etcd_past_revisions_and_compaction,
+    etcd_kv::etcd_keys_are_bytes,
     etcd_txn::etcd_txn_compares_and_branches,
     etcd_txn::etcd_txn_nested,
     etcd_txn::etcd_txn_refusals_write_nothing,

@@ -72,4 +72,49 @@ mod tests {
         assert_eq!(at(5), vec![a2.clone()]);
         assert_eq!(at(6), vec![a2, c1]);
     }
+
+    proptest::proptest! {
+        /// For any run of puts and deletes, the keys at every revision are what a copy taken
+        /// at that revision holds.
+        #[test]
+        fn every_past_state_is_the_snapshot(
+            ops in proptest::collection::vec((0u8..4, proptest::bool::ANY, 0u8..3), 0..40)
+        ) {
+            use std::collections::BTreeMap;
+            let mut keys: BTreeMap<Vec<u8>, KeyValue> = BTreeMap::new();
+            let mut snapshots = vec![keys.clone()];
+            let mut log = Vec::new();
+            for (at, (k, is_put, v)) in ops.iter().enumerate() {
+                let rev = i64::try_from(at).unwrap() + 1;
+                let key = vec![b'k', *k];
+                let prev = keys.get(&key).cloned();
+                if *is_put {
+                    let kv = KeyValue {
+                        key: key.clone(),
+                        value: vec![*v],
+                        create_revision: prev.as_ref().map_or(rev, |p| p.create_revision),
+                        mod_revision: rev,
+                        version: prev.as_ref().map_or(0, |p| p.version) + 1,
+                        lease: 0,
+                    };
+                    keys.insert(key, kv.clone());
+                    log.push(event(EventType::Put, kv, prev));
+                } else if let Some(prev) = keys.remove(&key) {
+                    let gone = KeyValue { key, mod_revision: rev, ..KeyValue::default() };
+                    log.push(event(EventType::Delete, gone, Some(prev)));
+                }
+                snapshots.push(keys.clone());
+            }
+            for (r, snapshot) in snapshots.iter().enumerate() {
+                let r = i64::try_from(r).unwrap();
+                let after: Vec<Event> = log
+                    .iter()
+                    .filter(|e| e.kv.as_ref().unwrap().mod_revision > r)
+                    .cloned()
+                    .collect();
+                let expected: Vec<KeyValue> = snapshot.values().cloned().collect();
+                proptest::prop_assert_eq!(state_at(keys.values().cloned().collect(), &after), expected);
+            }
+        }
+    }
 }
