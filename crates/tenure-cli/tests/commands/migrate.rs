@@ -58,7 +58,14 @@ fn migrate_print_needs_no_connection() {
             "{url} took {:?}",
             out.took
         );
-        for table in ["lease", "history", "tick", "schema", "etcd_kv", "etcd_event"] {
+        for table in [
+            "lease",
+            "history",
+            "tick",
+            "schema",
+            "etcd_kv",
+            "etcd_event",
+        ] {
             assert!(
                 out.stdout
                     .contains(&format!("CREATE TABLE IF NOT EXISTS {prefix}{table} (")),

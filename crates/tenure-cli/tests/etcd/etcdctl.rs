@@ -398,7 +398,7 @@ fn members(target: &Target) -> Transcript {
         "status version",
         status[0]["Status"]["version"]
             .as_str()
-            .map_or(false, |v| v.starts_with("3.4."))
+            .is_some_and(|v| v.starts_with("3.4."))
             .to_string(),
     );
     t.record_run(

@@ -63,15 +63,6 @@ pub(crate) fn cluster_id(prefix: &str) -> u64 {
     hash
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_cluster_id_is_the_prefixs() {
-        assert_eq!(super::cluster_id("tenure_"), super::cluster_id("tenure_"));
-        assert_ne!(super::cluster_id("tenure_"), super::cluster_id("other_"));
-    }
-}
-
 #[tonic::async_trait]
 impl Cluster for Room {
     async fn member_add(&self, request: Request<MemberAddRequest>) -> Answer<MemberAddResponse> {
@@ -116,5 +107,14 @@ impl Cluster for Room {
         request: Request<MemberPromoteRequest>,
     ) -> Answer<MemberPromoteResponse> {
         self.unserved(Rpc::read("Cluster.MemberPromote"), &request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_cluster_id_is_the_prefixs() {
+        assert_eq!(super::cluster_id("tenure_"), super::cluster_id("tenure_"));
+        assert_ne!(super::cluster_id("tenure_"), super::cluster_id("other_"));
     }
 }
