@@ -457,11 +457,13 @@ fn leases(target: &Target) -> Transcript {
             .await
             .expect("ttl");
         assert!((35..=40).contains(&ttl.ttl()), "{}", ttl.ttl());
-        let keys: Vec<String> = ttl
+        // etcd lists a lease's keys in a Go map's order (random); tenure in key order.
+        let mut keys: Vec<String> = ttl
             .keys()
             .iter()
             .map(|k| String::from_utf8_lossy(k).into_owned())
             .collect();
+        keys.sort();
         t.record(
             "time to live",
             format!("granted {} keys {keys:?}", ttl.granted_ttl()),

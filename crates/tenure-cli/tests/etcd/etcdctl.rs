@@ -181,9 +181,15 @@ fn lease(target: &Target) -> Transcript {
         .as_i64()
         .unwrap_or_else(|| panic!("no ttl: {ttl}"));
     assert!((55..=60).contains(&remaining), "{ttl}");
+    // etcd lists a lease's keys in a Go map's order (random); tenure in key order.
+    let mut keys: Vec<String> = ttl["keys"]
+        .as_array()
+        .map(|keys| keys.iter().map(ToString::to_string).collect())
+        .unwrap_or_default();
+    keys.sort();
     t.record(
         "timetolive granted, keys",
-        format!("{} {}", ttl["granted-ttl"], ttl["keys"]),
+        format!("{} {keys:?}", ttl["granted-ttl"]),
     );
     t.record_run(
         "keep-alive --once",
