@@ -9,11 +9,9 @@ mod support;
 use etcd_client::{Client, GetOptions, PutOptions, WatchOptions};
 use nix::sys::signal::Signal;
 use std::time::{Duration, Instant};
-use support::etcd::{
-    etcdctl_at, etcdctl_command_at, tenure_target, tenure_target_with, Running, Target,
-};
+use support::etcd::{etcdctl_at, etcdctl_command_at, tenure_target, tenure_target_with, Target};
 use support::serve::Db;
-use support::BackendKind;
+use support::{BackendKind, Background};
 
 per_backend!(
     abandoned_streams_leave_no_watcher_and_every_call_is_counted,
@@ -41,11 +39,11 @@ fn a_lock_through_one_excludes_a_locker_on_the_other(kind: BackendKind) {
     let Some((runtime, db, a, b)) = two(kind) else {
         return;
     };
-    let first = Running::spawn(etcdctl_command_at(&a.url()).args(["lock", "shared"]));
+    let first = Background::spawn(etcdctl_command_at(&a.url()).args(["lock", "shared"]));
     let held = first
-        .line(Duration::from_secs(15))
+        .next_line(Duration::from_secs(15))
         .unwrap_or_else(|| panic!("the lock through a:\n{}", a.log()));
-    let second = Running::spawn(etcdctl_command_at(&b.url()).args(["lock", "shared"]));
+    let second = Background::spawn(etcdctl_command_at(&b.url()).args(["lock", "shared"]));
     let deadline = Instant::now() + Duration::from_secs(15);
     while etcdctl_at(
         &b.url(),
@@ -58,14 +56,14 @@ fn a_lock_through_one_excludes_a_locker_on_the_other(kind: BackendKind) {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(
-        second.line(Duration::from_secs(2)),
+        second.next_line(Duration::from_secs(2)),
         None,
         "b's locker waits while a's holds"
     );
     let released = Instant::now();
     first.signal(Signal::SIGINT);
     let next = second
-        .line(Duration::from_secs(15))
+        .next_line(Duration::from_secs(15))
         .unwrap_or_else(|| panic!("b's locker never got the lock:\n{}\n{}", a.log(), b.log()));
     assert_ne!(next, held);
     eprintln!(

@@ -8,6 +8,7 @@
 
 use crate::side_by_side;
 use crate::support::etcd::*;
+use crate::support::Background;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -39,7 +40,7 @@ fn python(target: &Target, script: &str, args: &[&str], what: &str) -> Transcrip
         .join(script);
     let mut command = Command::new(PYTHON);
     command.arg(&script).args(args);
-    let (code, lines, stderr) = Running::spawn(&mut command).complete(Duration::from_secs(60));
+    let (code, lines, stderr) = Background::spawn(&mut command).complete(Duration::from_secs(60));
     assert_eq!(
         code,
         Some(0),
