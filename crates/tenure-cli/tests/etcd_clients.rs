@@ -4,11 +4,15 @@
 //!
 //! - `etcdctl`: Debian's etcdctl 3.4 — put/get/del, txn, lease, watch, lock, elect, members;
 //! - `gateway`: etcd's JSON gateway as Patroni's `etcd3` DCS and curl use it;
-//! - `python`: Debian's python3-etcd3 (under /usr/bin/python3).
+//! - `python`: Debian's python3-etcd3 (under /usr/bin/python3);
+//! - `auth`: etcdctl and the gateway with authentication on (tenure's `--token-file`).
 //!
 //! `etcd::NAME` runs a scenario on the real etcd alone; `sqlite::NAME` … compare.
 
 mod support;
+
+#[path = "etcd/auth.rs"]
+mod auth;
 
 #[path = "etcd/etcdctl.rs"]
 mod etcdctl;

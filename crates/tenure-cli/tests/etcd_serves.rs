@@ -2,18 +2,19 @@
 //! and MariaDB: a lock taken through one excludes a locker on another; a watch on one sees
 //! writes made through another (within the poll interval where the database has no change
 //! signal); both are members; killing one loses nothing, and a client given both endpoints
-//! carries on with the other.
+//! carries on with the other. And one server's metrics count its calls and watchers.
 
 mod support;
 
-use etcd_client::{Client, GetOptions, WatchOptions};
+use etcd_client::{Client, GetOptions, PutOptions, WatchOptions};
 use nix::sys::signal::Signal;
 use std::time::{Duration, Instant};
-use support::etcd::{etcdctl_at, etcdctl_command_at, tenure_target_with, Running, Target};
+use support::etcd::{etcdctl_at, etcdctl_command_at, tenure_target, tenure_target_with, Target};
 use support::serve::Db;
-use support::BackendKind;
+use support::{BackendKind, Background};
 
 per_backend!(
+    abandoned_streams_leave_no_watcher_and_every_call_is_counted,
     a_lock_through_one_excludes_a_locker_on_the_other,
     a_watch_on_one_sees_writes_through_the_other,
     both_are_members_and_killing_one_loses_nothing
@@ -38,11 +39,11 @@ fn a_lock_through_one_excludes_a_locker_on_the_other(kind: BackendKind) {
     let Some((runtime, db, a, b)) = two(kind) else {
         return;
     };
-    let first = Running::spawn(etcdctl_command_at(&a.url()).args(["lock", "shared"]));
+    let first = Background::spawn(etcdctl_command_at(&a.url()).args(["lock", "shared"]));
     let held = first
-        .line(Duration::from_secs(15))
+        .next_line(Duration::from_secs(15))
         .unwrap_or_else(|| panic!("the lock through a:\n{}", a.log()));
-    let second = Running::spawn(etcdctl_command_at(&b.url()).args(["lock", "shared"]));
+    let second = Background::spawn(etcdctl_command_at(&b.url()).args(["lock", "shared"]));
     let deadline = Instant::now() + Duration::from_secs(15);
     while etcdctl_at(
         &b.url(),
@@ -55,14 +56,14 @@ fn a_lock_through_one_excludes_a_locker_on_the_other(kind: BackendKind) {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(
-        second.line(Duration::from_secs(2)),
+        second.next_line(Duration::from_secs(2)),
         None,
         "b's locker waits while a's holds"
     );
     let released = Instant::now();
     first.signal(Signal::SIGINT);
     let next = second
-        .line(Duration::from_secs(15))
+        .next_line(Duration::from_secs(15))
         .unwrap_or_else(|| panic!("b's locker never got the lock:\n{}\n{}", a.log(), b.log()));
     assert_ne!(next, held);
     eprintln!(
@@ -185,5 +186,124 @@ fn both_are_members_and_killing_one_loses_nothing(kind: BackendKind) {
         server.terminate(Duration::from_secs(5));
     }
     drop((a, b));
+    runtime.block_on(db.drop_tables());
+}
+
+/// The value of the series `name{labels}` in Prometheus text, if present.
+fn series(text: &str, name: &str, labels: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find(|l| l.starts_with(name) && l.contains(labels))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// tenure alone: its metrics (on the house's `/metrics`) count every call by method and code,
+/// and the watchers of streams whose clients went away are gone.
+fn abandoned_streams_leave_no_watcher_and_every_call_is_counted(kind: BackendKind) {
+    let runtime = support::runtime();
+    let Some(db) = runtime.block_on(Db::new(kind)) else {
+        return;
+    };
+    let target = tenure_target(&db);
+    let server = target.server.as_ref().expect("a server");
+    // The clients on a runtime of their own, dropped with it: their connections close
+    // without a word, as when a client process dies.
+    let clients = tokio::runtime::Runtime::new().expect("runtime");
+    clients.block_on(async {
+        let mut c = Client::connect([target.url()], None)
+            .await
+            .expect("connect");
+        c.put("m", "1", None).await.expect("put");
+        let _ = c
+            .put("m", "2", Some(PutOptions::new().with_lease(404)))
+            .await;
+        let mut watch = c.watch("m", None).await.expect("watch");
+        watch.message().await.expect("created");
+        let mut other = Client::connect([target.url()], None)
+            .await
+            .expect("connect");
+        let mut second = other
+            .watch("n", Some(WatchOptions::new().with_prefix()))
+            .await
+            .expect("watch");
+        second.message().await.expect("created");
+        let metrics = server.get("/metrics").text();
+        assert_eq!(
+            series(&metrics, "tenure_etcd_watchers", ""),
+            Some(2.0),
+            "{metrics}"
+        );
+        std::mem::forget((watch, second, c, other));
+    });
+    drop(clients);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let metrics = server.get("/metrics").text();
+        // The revision gauge is the hub's latest read: up to a poll interval behind.
+        if series(&metrics, "tenure_etcd_watchers", "") == Some(0.0)
+            && series(&metrics, "tenure_etcd_revision", "") >= Some(2.0)
+        {
+            assert_eq!(
+                series(
+                    &metrics,
+                    "tenure_etcd_calls_total",
+                    r#"method="KV.Put",code="Ok""#
+                ),
+                Some(1.0),
+                "{metrics}"
+            );
+            assert_eq!(
+                series(
+                    &metrics,
+                    "tenure_etcd_calls_total",
+                    r#"method="KV.Put",code="NotFound""#
+                ),
+                Some(1.0),
+                "{metrics}"
+            );
+            assert!(
+                series(
+                    &metrics,
+                    "tenure_etcd_call_seconds_count",
+                    r#"method="KV.Put""#
+                ) >= Some(2.0),
+                "{metrics}"
+            );
+            assert!(
+                series(&metrics, "tenure_etcd_compact_revision", "").is_some(),
+                "{metrics}"
+            );
+            assert!(
+                series(&metrics, "tenure_etcd_leases", "").is_some(),
+                "{metrics}"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "watchers left behind:\n{metrics}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A client that stays and drops one stream: the stream is reset, its watcher ends.
+    let live = tokio::runtime::Runtime::new().expect("runtime");
+    live.block_on(async {
+        let mut c = Client::connect([target.url()], None)
+            .await
+            .expect("connect");
+        let mut watch = c.watch("r", None).await.expect("watch");
+        watch.message().await.expect("created");
+        drop(watch);
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while series(&server.get("/metrics").text(), "tenure_etcd_watchers", "") != Some(0.0) {
+            assert!(
+                Instant::now() < deadline,
+                "a dropped stream's watcher stayed"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    drop(target);
     runtime.block_on(db.drop_tables());
 }

@@ -141,7 +141,15 @@ pub(super) async fn serve(global: &Global, args: ServeArgs) -> Outcome {
         consul
     };
     #[cfg(feature = "etcd")]
-    let etcd = start_etcd(&args.etcd, &store, &candidate, token.clone(), global.quiet).await?;
+    let etcd = start_etcd(
+        &args,
+        global,
+        &store,
+        &candidate,
+        token.clone(),
+        timing.ttl(),
+    )
+    .await?;
     let state = AppState::new(Shared {
         store,
         watcher,
@@ -219,16 +227,19 @@ async fn room_ended(
     }
 }
 
-/// With `--etcd-listen`: its listener, bound, and the etcd room of this server.
+/// With `--etcd-listen`: its listener, bound, and the etcd room of this server (its upkeep
+/// and watch hub running).
 #[cfg(feature = "etcd")]
 async fn start_etcd(
-    args: &serve::EtcdArgs,
+    args: &ServeArgs,
+    global: &Global,
     store: &tenure::Store,
     candidate: &str,
     token: Option<Token>,
-    quiet: u8,
+    member_ttl: Duration,
 ) -> Result<Option<(TcpListener, serve::etcd::Room)>, Failure> {
-    let Some(address) = args.etcd_listen else {
+    let flags = &args.etcd;
+    let Some(address) = flags.etcd_listen else {
         return Ok(None);
     };
     let listener = TcpListener::bind(address)
@@ -238,11 +249,18 @@ async fn start_etcd(
     if !address.ip().is_loopback() && token.is_none() {
         tracing::warn!(%address, "etcd API listening beyond loopback without --token-file: every call is allowed");
     }
-    let member = args.member(address, candidate).map_err(Failure::usage)?;
+    let member = flags.member(address, candidate).map_err(Failure::usage)?;
     tracing::info!(name = %member.name, id = %format!("{:x}", member.id), "etcd API member");
-    let limit = usize::try_from(args.etcd_max_request_bytes).unwrap_or(usize::MAX);
-    let room = serve::etcd::Room::new(store.clone(), member, token, limit);
-    if quiet == 0 {
+    let settings = serve::etcd::Settings {
+        member,
+        cluster_id: serve::etcd::cluster_id(&global.table_prefix),
+        token,
+        poll: args.poll_interval,
+        member_ttl,
+        retention: flags.etcd_auto_compaction_retention,
+    };
+    let room = serve::etcd::Room::start(store.clone(), settings).await;
+    if global.quiet == 0 {
         eprintln!("tenure: etcd API on http://{address}");
     }
     Ok(Some((listener, room)))

@@ -109,3 +109,27 @@ pub(crate) async fn render(State(state): State<AppState>) -> Response {
         .into_response(),
     }
 }
+
+/// The revision and compaction floor at the watch hub's latest read.
+#[cfg(feature = "etcd")]
+pub(crate) fn etcd_revisions(revision: i64, floor: i64) {
+    #[allow(clippy::cast_precision_loss)]
+    {
+        metrics::gauge!(ETCD_REVISION).set(revision as f64);
+        metrics::gauge!(ETCD_COMPACT_REVISION).set(floor as f64);
+    }
+}
+
+/// Watchers started (`delta` > 0) or ended on this server.
+#[cfg(feature = "etcd")]
+pub(crate) fn etcd_watchers(delta: i64) {
+    #[allow(clippy::cast_precision_loss)]
+    metrics::gauge!(ETCD_WATCHERS).increment(delta as f64);
+}
+
+/// The leases alive on the database, as last counted.
+#[cfg(feature = "etcd")]
+pub(crate) fn etcd_leases(count: usize) {
+    #[allow(clippy::cast_precision_loss)]
+    metrics::gauge!(ETCD_LEASES).set(count as f64);
+}

@@ -2,6 +2,7 @@
 
 use crate::side_by_side;
 use crate::support::etcd::*;
+use crate::support::Background;
 use nix::sys::signal::Signal;
 use std::time::Duration;
 
@@ -181,9 +182,15 @@ fn lease(target: &Target) -> Transcript {
         .as_i64()
         .unwrap_or_else(|| panic!("no ttl: {ttl}"));
     assert!((55..=60).contains(&remaining), "{ttl}");
+    // etcd lists a lease's keys in a Go map's order (random); tenure in key order.
+    let mut keys: Vec<String> = ttl["keys"]
+        .as_array()
+        .map(|keys| keys.iter().map(ToString::to_string).collect())
+        .unwrap_or_default();
+    keys.sort();
     t.record(
         "timetolive granted, keys",
-        format!("{} {}", ttl["granted-ttl"], ttl["keys"]),
+        format!("{} {keys:?}", ttl["granted-ttl"]),
     );
     t.record_run(
         "keep-alive --once",
@@ -256,14 +263,14 @@ fn watch(target: &Target) -> Transcript {
     let mut t = Transcript::new();
     let start = revision(target) + 1;
     let rev = format!("--rev={start}");
-    let watcher = Running::spawn(etcdctl_command(target).args([
+    let watcher = Background::spawn(etcdctl_command(target).args([
         "watch",
         "w/",
         "--prefix",
         "--prev-kv",
         &rev,
     ]));
-    let plain = Running::spawn(etcdctl_command(target).args(["watch", "w/1", &rev]));
+    let plain = Background::spawn(etcdctl_command(target).args(["watch", "w/1", &rev]));
     t.record_run("put w/1", &etcdctl(target, &["put", "w/1", "a"]));
     t.record_run("put w/2", &etcdctl(target, &["put", "w/2", "b"]));
     t.record_run("put other", &etcdctl(target, &["put", "other", "c"]));
@@ -281,7 +288,7 @@ fn watch(target: &Target) -> Transcript {
         t.record("watch w/1", line);
     }
     // A watch from the first revision replays the whole history, then stays.
-    let replay = Running::spawn(etcdctl_command(target).args(["watch", "w/1", "--rev=1"]));
+    let replay = Background::spawn(etcdctl_command(target).args(["watch", "w/1", "--rev=1"]));
     for line in replay.lines(3 * 3, within, "replay") {
         t.record("replay", line);
     }
@@ -290,14 +297,14 @@ fn watch(target: &Target) -> Transcript {
 
 fn lock(target: &Target) -> Transcript {
     let mut t = Transcript::new();
-    let first = Running::spawn(etcdctl_command(target).args(["lock", "L"]));
+    let first = Background::spawn(etcdctl_command(target).args(["lock", "L"]));
     let key = first
-        .line(Duration::from_secs(10))
+        .next_line(Duration::from_secs(10))
         .expect("the first locker holds L");
     assert!(key.starts_with("L/"), "{key}");
     t.alias(key.clone(), "L/FIRST");
     t.record("first holds", &key);
-    let second = Running::spawn(etcdctl_command(target).args(["lock", "L"]));
+    let second = Background::spawn(etcdctl_command(target).args(["lock", "L"]));
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while etcdctl(
         target,
@@ -314,13 +321,13 @@ fn lock(target: &Target) -> Transcript {
     }
     t.record("lock keys", "2, the second waiting");
     assert_eq!(
-        second.line(Duration::from_secs(2)),
+        second.next_line(Duration::from_secs(2)),
         None,
         "the second waits while L is held"
     );
     first.signal(Signal::SIGINT);
     let next = second
-        .line(Duration::from_secs(15))
+        .next_line(Duration::from_secs(15))
         .expect("the second gets L after the first");
     assert!(next.starts_with("L/") && next != key, "{next}");
     t.alias(next.clone(), "L/SECOND");
@@ -342,20 +349,20 @@ fn lock(target: &Target) -> Transcript {
 
 fn elect(target: &Target) -> Transcript {
     let mut t = Transcript::new();
-    let a = Running::spawn(etcdctl_command(target).args(["elect", "E", "proposal-a"]));
+    let a = Background::spawn(etcdctl_command(target).args(["elect", "E", "proposal-a"]));
     let elected = a.lines(2, Duration::from_secs(10), "a is elected");
     t.alias(elected[0].clone(), "E/A");
     t.record("a", elected.join(" "));
-    let listener = Running::spawn(etcdctl_command(target).args(["elect", "-l", "E"]));
+    let listener = Background::spawn(etcdctl_command(target).args(["elect", "-l", "E"]));
     t.record(
         "listener",
         listener
             .lines(2, Duration::from_secs(10), "the listener sees a")
             .join(" "),
     );
-    let b = Running::spawn(etcdctl_command(target).args(["elect", "E", "proposal-b"]));
+    let b = Background::spawn(etcdctl_command(target).args(["elect", "E", "proposal-b"]));
     assert_eq!(
-        b.line(Duration::from_secs(2)),
+        b.next_line(Duration::from_secs(2)),
         None,
         "b waits while a leads"
     );
@@ -398,7 +405,7 @@ fn members(target: &Target) -> Transcript {
         "status version",
         status[0]["Status"]["version"]
             .as_str()
-            .map_or(false, |v| v.starts_with("3.4."))
+            .is_some_and(|v| v.starts_with("3.4."))
             .to_string(),
     );
     t.record_run(

@@ -219,7 +219,7 @@ impl Background {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .expect("spawn tenure");
+            .unwrap_or_else(|e| panic!("spawn {command:?}: {e}"));
         let (tx, lines) = mpsc::channel();
         let stdout = child.stdout.take().expect("stdout");
         std::thread::spawn(move || {
@@ -253,6 +253,31 @@ impl Background {
     /// The next stdout line, waiting at most `timeout`; `None` on timeout or end of output.
     pub(crate) fn next_line(&self, timeout: Duration) -> Option<String> {
         self.lines.recv_timeout(timeout).ok()
+    }
+
+    /// The next `n` lines of stdout, each within `within`; panics (naming `what`) if one does
+    /// not come.
+    pub(crate) fn lines(&self, n: usize, within: Duration, what: &str) -> Vec<String> {
+        (0..n)
+            .map(|i| {
+                self.next_line(within)
+                    .unwrap_or_else(|| panic!("{what}: line {i} did not come within {within:?}"))
+            })
+            .collect()
+    }
+
+    /// Waits at most `within` for the exit (else panics): its code, every line of stdout left,
+    /// and stderr.
+    pub(crate) fn complete(mut self, within: Duration) -> (Option<i32>, Vec<String>, String) {
+        let status = self
+            .wait_timeout(within)
+            .unwrap_or_else(|| panic!("a process did not finish within {within:?}"));
+        // The reader ends with the pipe, after the last line.
+        let mut lines = Vec::new();
+        while let Ok(line) = self.lines.recv_timeout(Duration::from_secs(5)) {
+            lines.push(line);
+        }
+        (status.code(), lines, self.stderr())
     }
 
     /// Everything printed on stderr so far.

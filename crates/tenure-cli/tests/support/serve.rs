@@ -48,7 +48,12 @@ impl Db {
 
     /// `tenure serve ARGS…` on this database, started and listening.
     pub(crate) fn serve(&self, args: &[&str]) -> Server {
-        Server::start(self, args)
+        Server::start(self, args, true)
+    }
+
+    /// `tenure serve ARGS…` without `--token-file` (as a fresh etcd, which has no auth).
+    pub(crate) fn serve_without_token(&self, args: &[&str]) -> Server {
+        Server::start(self, args, false)
     }
 
     /// A campaign through the library (not through a server).
@@ -82,15 +87,19 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    fn start(db: &Db, args: &[&str]) -> Server {
-        let token_file = db.dir().join("token");
-        std::fs::write(&token_file, format!("{TOKEN}\n")).expect("token file");
+    fn start(db: &Db, args: &[&str], token: bool) -> Server {
         let mut command = db.tenure();
+        command.env("XDG_STATE_HOME", db.dir().join("state")).args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+        ]);
+        if token {
+            let token_file = db.dir().join("token");
+            std::fs::write(&token_file, format!("{TOKEN}\n")).expect("token file");
+            command.arg("--token-file").arg(&token_file);
+        }
         command
-            .env("XDG_STATE_HOME", db.dir().join("state"))
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .arg("--token-file")
-            .arg(&token_file)
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

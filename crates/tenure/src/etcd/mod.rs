@@ -83,6 +83,7 @@ pub use fence::fence_sql;
 pub use log::Events;
 pub use recipes::{Observer, SESSION_TTL};
 pub use rules::lease::{MAX_LEASE_TTL, MIN_LEASE_TTL};
+pub use rules::span::Span;
 pub use tenure_etcd_proto as proto;
 pub use validate::{MAX_KEY_BYTES, MAX_REQUEST_BYTES, MAX_TXN_OPS};
 

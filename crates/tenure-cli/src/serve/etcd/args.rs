@@ -4,13 +4,12 @@ use super::Member;
 use clap::Args;
 use std::net::SocketAddr;
 
-/// etcd's default `--max-request-bytes`: a write request larger than this is refused with
-/// `etcdserver: request is too large`.
-pub(crate) const DEFAULT_MAX_REQUEST_BYTES: u32 = 1536 * 1024;
-
 /// What gRPC itself accepts above the request limit (etcd's `grpcOverheadBytes`): a message
 /// larger than both is refused before it is decoded.
 pub(crate) const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;
+
+/// How many revisions of history the log keeps by default.
+pub(crate) const DEFAULT_RETENTION: u32 = 10_000;
 
 /// The etcd room's flags of `tenure serve`.
 #[derive(Debug, Args)]
@@ -34,11 +33,11 @@ pub(crate) struct EtcdArgs {
         requires = "etcd_listen"
     )]
     pub etcd_advertise_client_urls: Vec<String>,
-    /// The largest write request accepted, in bytes (etcd's --max-request-bytes); larger ones
-    /// get `etcdserver: request is too large`.
-    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_REQUEST_BYTES,
-          value_parser = clap::value_parser!(u32).range(1024..=(64 << 20)))]
-    pub etcd_max_request_bytes: u32,
+    /// Keep the last N revisions of history (what watchers replay and past reads see) and
+    /// compact the older ones every minute, as etcd's --auto-compaction-mode=revision
+    /// --auto-compaction-retention=N; 0: never (clients then call Compact themselves).
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_RETENTION)]
+    pub etcd_auto_compaction_retention: u32,
 }
 
 impl EtcdArgs {

@@ -31,7 +31,7 @@ impl Auth for Room {
             request,
             |room, _| async move {
                 Ok(AuthStatusResponse {
-                    header: room.header(0),
+                    header: None,
                     enabled: room.0.token.is_some(),
                     auth_revision: 0,
                 })
@@ -49,13 +49,13 @@ impl Auth for Room {
             request,
             |room, asked| async move {
                 let Some(token) = &room.0.token else {
-                    return Err(status::auth_not_enabled());
+                    return Err(status::auth_not_enabled().into());
                 };
                 if asked.name.is_empty() || !token.matches(asked.password.as_bytes()) {
-                    return Err(status::auth_failed());
+                    return Err(status::auth_failed().into());
                 }
                 Ok(AuthenticateResponse {
-                    header: room.header(0),
+                    header: Room::header(room.etcd().revisions().await?.revision),
                     token: asked.password,
                 })
             },

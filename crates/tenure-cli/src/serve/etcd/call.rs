@@ -11,11 +11,13 @@
 //! (what etcd's JSON gateway forwards from the `Authorization` header; `Bearer ` optional).
 //! A call without one gets etcd's `user name is empty`, a wrong one `invalid auth token`.
 
-use super::status;
+use super::headers::Headed;
+use super::status::{self, Refused};
 use super::Room;
 use crate::serve::auth::bearer;
 use crate::serve::metrics;
 use std::future::Future;
+use tenure::etcd::MAX_REQUEST_BYTES;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
@@ -65,13 +67,26 @@ impl Rpc {
 /// The answers of a stream, as tonic sends them.
 pub(super) type Outbound<A> = ReceiverStream<Result<A, Status>>;
 
-/// Where a stream's body sends its answers.
-pub(super) struct Outbox<A>(mpsc::Sender<Result<A, Status>>);
+/// Where a stream's body sends its answers (their headers completed on the way).
+pub(super) struct Outbox<A> {
+    tx: mpsc::Sender<Result<A, Status>>,
+    room: Room,
+}
 
-impl<A> Outbox<A> {
+impl<A: Headed> Outbox<A> {
     /// Sends one answer; `false` once the client has gone.
-    pub(super) async fn send(&self, answer: A) -> bool {
-        self.0.send(Ok(answer)).await.is_ok()
+    pub(super) async fn send(&self, mut answer: A) -> bool {
+        self.room.stamp(answer.header());
+        self.tx.send(Ok(answer)).await.is_ok()
+    }
+}
+
+impl<A> Clone for Outbox<A> {
+    fn clone(&self) -> Outbox<A> {
+        Outbox {
+            tx: self.tx.clone(),
+            room: self.room.clone(),
+        }
     }
 }
 
@@ -79,7 +94,8 @@ impl<A> Outbox<A> {
 const STREAM_BUFFER: usize = 64;
 
 impl Room {
-    /// Runs one call with one answer: admission, then `body`, then the metrics.
+    /// Runs one call with one answer: admission, then `body`, then the answer's header (this
+    /// cluster and member) and the metrics.
     ///
     /// # Errors
     /// The admission's status (token, size) or `body`'s.
@@ -91,23 +107,27 @@ impl Room {
     ) -> Result<Response<A>, Status>
     where
         Q: prost::Message,
+        A: Headed,
         F: FnOnce(Room, Q) -> Fut,
-        Fut: Future<Output = Result<A, Status>>,
+        Fut: Future<Output = Result<A, Refused>>,
     {
         let started = Instant::now();
         let result = match self.admit(rpc, request.metadata()) {
             Ok(()) => {
                 let request = request.into_inner();
-                if rpc.write && request.encoded_len() > self.0.max_request_bytes {
+                if rpc.write && request.encoded_len() > MAX_REQUEST_BYTES {
                     Err(status::request_too_large())
                 } else {
-                    body(self.clone(), request).await
+                    body(self.clone(), request).await.map_err(|Refused(s)| s)
                 }
             }
             Err(refused) => Err(refused),
         };
         metrics::etcd_call(rpc.name, code(&result), started.elapsed());
-        result.map(Response::new)
+        result.map(|mut answer| {
+            self.stamp(answer.header());
+            Response::new(answer)
+        })
     }
 
     /// Opens a stream: admission, then `body` on a task of its own, which sends its answers
@@ -127,7 +147,7 @@ impl Room {
         I: Send + 'static,
         A: Send + 'static,
         F: FnOnce(Room, I, Outbox<A>) -> Fut + Send + 'static,
-        Fut: Future<Output = Result<(), Status>> + Send + 'static,
+        Fut: Future<Output = Result<(), Refused>> + Send + 'static,
     {
         let started = Instant::now();
         let admitted = self.admit(rpc, request.metadata());
@@ -138,9 +158,12 @@ impl Room {
         let mut stopping = self.0.stopping.subscribe();
         let inbound = request.into_inner();
         tokio::spawn(async move {
-            let outbox = Outbox(tx.clone());
+            let outbox = Outbox {
+                tx: tx.clone(),
+                room: room.clone(),
+            };
             let ended = tokio::select! {
-                ended = body(room, inbound, outbox) => ended,
+                ended = body(room, inbound, outbox) => ended.map_err(|Refused(s)| s),
                 () = tx.closed() => Ok(()),
                 _ = stopping.wait_for(|stopping| *stopping) => Err(status::stopped()),
             };

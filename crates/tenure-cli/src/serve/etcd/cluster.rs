@@ -1,12 +1,12 @@
 //! `Cluster`: every `tenure serve` with `--etcd-listen` on one database is a member of one
-//! etcd. There is no Raft (the database is the consensus), so members are not added,
-//! removed or promoted through the API: a member joins when its `serve` starts and leaves
-//! when it stops.
+//! etcd (the layer's member list: each joins, heartbeats and is listed until its row ends by
+//! the database's clock). There is no Raft (the database is the consensus), so members are
+//! not added, removed or promoted through the API: a member joins when its `serve` starts
+//! and leaves when it stops (or a member TTL after it died).
 
 use super::call::Rpc;
 use super::Room;
 use std::hash::{BuildHasher, RandomState};
-use tenure::Store;
 use tenure_etcd_proto::etcdserverpb::cluster_server::Cluster;
 use tenure_etcd_proto::etcdserverpb::*;
 use tonic::{Request, Response, Status};
@@ -40,7 +40,8 @@ impl Member {
         }
     }
 
-    fn to_proto(&self) -> tenure_etcd_proto::etcdserverpb::Member {
+    /// As etcd's message.
+    pub(super) fn to_proto(&self) -> tenure_etcd_proto::etcdserverpb::Member {
         tenure_etcd_proto::etcdserverpb::Member {
             id: self.id,
             name: self.name.clone(),
@@ -51,10 +52,15 @@ impl Member {
     }
 }
 
-/// The cluster id of the database behind `store`: the same for every member on it.
-pub(super) fn cluster_id(store: &Store) -> u64 {
-    let _ = store;
-    0
+/// The cluster id of the etcd on tables of `prefix`: the same for every member on them (a
+/// 64-bit FNV-1a hash of the prefix: tenure keeps no other identity of a database).
+pub(crate) fn cluster_id(prefix: &str) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in b"tenure etcd ".iter().chain(prefix.as_bytes()) {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
 }
 
 #[tonic::async_trait]
@@ -82,9 +88,14 @@ impl Cluster for Room {
             Rpc::open("Cluster.MemberList"),
             request,
             |room, _| async move {
+                let mut members = room.etcd().members().await?;
+                // This member, even while its row is not (yet, or again) listed.
+                if !members.iter().any(|m| m.id == room.0.member.id) {
+                    members.push(room.0.member.to_proto());
+                }
                 Ok(MemberListResponse {
-                    header: room.header(0),
-                    members: vec![room.0.member.to_proto()],
+                    header: None,
+                    members,
                 })
             },
         )
@@ -96,5 +107,14 @@ impl Cluster for Room {
         request: Request<MemberPromoteRequest>,
     ) -> Answer<MemberPromoteResponse> {
         self.unserved(Rpc::read("Cluster.MemberPromote"), &request)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_cluster_id_is_the_prefixs() {
+        assert_eq!(super::cluster_id("tenure_"), super::cluster_id("tenure_"));
+        assert_ne!(super::cluster_id("tenure_"), super::cluster_id("other_"));
     }
 }

@@ -1,4 +1,4 @@
-//! `KV`: Range, Put, DeleteRange, Txn and Compact on the layer.
+//! `KV`: Range, Put, DeleteRange, Txn and Compact, each the layer's call.
 
 use super::call::{Outbound, Rpc};
 use super::Room;
@@ -11,7 +11,10 @@ type Answer<A> = Result<Response<A>, Status>;
 #[tonic::async_trait]
 impl Kv for Room {
     async fn range(&self, request: Request<RangeRequest>) -> Answer<RangeResponse> {
-        self.unserved(Rpc::read("KV.Range"), &request)
+        self.unary(Rpc::read("KV.Range"), request, |room, r| async move {
+            Ok(room.etcd().range(&r).await?)
+        })
+        .await
     }
 
     type RangeStreamStream = Outbound<RangeStreamResponse>;
@@ -25,21 +28,35 @@ impl Kv for Room {
     }
 
     async fn put(&self, request: Request<PutRequest>) -> Answer<PutResponse> {
-        self.unserved(Rpc::write("KV.Put"), &request)
+        self.unary(Rpc::write("KV.Put"), request, |room, r| async move {
+            Ok(room.etcd().put(&r).await?)
+        })
+        .await
     }
 
     async fn delete_range(
         &self,
         request: Request<DeleteRangeRequest>,
     ) -> Answer<DeleteRangeResponse> {
-        self.unserved(Rpc::write("KV.DeleteRange"), &request)
+        self.unary(
+            Rpc::write("KV.DeleteRange"),
+            request,
+            |room, r| async move { Ok(room.etcd().delete_range(&r).await?) },
+        )
+        .await
     }
 
     async fn txn(&self, request: Request<TxnRequest>) -> Answer<TxnResponse> {
-        self.unserved(Rpc::write("KV.Txn"), &request)
+        self.unary(Rpc::write("KV.Txn"), request, |room, r| async move {
+            Ok(room.etcd().txn(&r).await?)
+        })
+        .await
     }
 
     async fn compact(&self, request: Request<CompactionRequest>) -> Answer<CompactionResponse> {
-        self.unserved(Rpc::write("KV.Compact"), &request)
+        self.unary(Rpc::write("KV.Compact"), request, |room, r| async move {
+            Ok(room.etcd().compact(&r).await?)
+        })
+        .await
     }
 }

@@ -1,4 +1,9 @@
 //! `Lease`: Grant, Revoke, the KeepAlive stream, TimeToLive and Leases on the layer.
+//!
+//! A KeepAlive stream answers each request in order with the lease's granted TTL (renewed
+//! from the database's now), or TTL 0 for a lease that does not exist or has ended — the
+//! stream stays open — and ends when the client closes its side, as etcd's does. Its
+//! renewals go through the server's [`Renewer`](super::renewer::Renewer), in batches.
 
 use super::call::{Outbound, Rpc};
 use super::Room;
@@ -11,14 +16,24 @@ type Answer<A> = Result<Response<A>, Status>;
 #[tonic::async_trait]
 impl Lease for Room {
     async fn lease_grant(&self, request: Request<LeaseGrantRequest>) -> Answer<LeaseGrantResponse> {
-        self.unserved(Rpc::write("Lease.LeaseGrant"), &request)
+        self.unary(
+            Rpc::write("Lease.LeaseGrant"),
+            request,
+            |room, r| async move { Ok(room.etcd().lease_grant(&r).await?) },
+        )
+        .await
     }
 
     async fn lease_revoke(
         &self,
         request: Request<LeaseRevokeRequest>,
     ) -> Answer<LeaseRevokeResponse> {
-        self.unserved(Rpc::write("Lease.LeaseRevoke"), &request)
+        self.unary(
+            Rpc::write("Lease.LeaseRevoke"),
+            request,
+            |room, r| async move { Ok(room.etcd().lease_revoke(&r).await?) },
+        )
+        .await
     }
 
     type LeaseKeepAliveStream = Outbound<LeaseKeepAliveResponse>;
@@ -27,20 +42,46 @@ impl Lease for Room {
         &self,
         request: Request<Streaming<LeaseKeepAliveRequest>>,
     ) -> Answer<Self::LeaseKeepAliveStream> {
-        self.unserved(Rpc::read("Lease.LeaseKeepAlive"), &request)
+        self.open(
+            Rpc::read("Lease.LeaseKeepAlive"),
+            request,
+            |room, mut inbound, outbox| async move {
+                // A request that cannot be read (or a client gone) ends the stream.
+                while let Ok(Some(asked)) = inbound.message().await {
+                    let answer = room.0.renewer.keep_alive(asked.id).await?;
+                    if !outbox.send(answer).await {
+                        break;
+                    }
+                }
+                Ok(())
+            },
+        )
     }
 
     async fn lease_time_to_live(
         &self,
         request: Request<LeaseTimeToLiveRequest>,
     ) -> Answer<LeaseTimeToLiveResponse> {
-        self.unserved(Rpc::read("Lease.LeaseTimeToLive"), &request)
+        self.unary(
+            Rpc::read("Lease.LeaseTimeToLive"),
+            request,
+            |room, r| async move { Ok(room.etcd().lease_time_to_live(&r).await?) },
+        )
+        .await
     }
 
     async fn lease_leases(
         &self,
         request: Request<LeaseLeasesRequest>,
     ) -> Answer<LeaseLeasesResponse> {
-        self.unserved(Rpc::read("Lease.LeaseLeases"), &request)
+        self.unary(
+            Rpc::read("Lease.LeaseLeases"),
+            request,
+            |room, r| async move {
+                let _ = r;
+                Ok(room.etcd().lease_leases().await?)
+            },
+        )
+        .await
     }
 }

@@ -25,7 +25,7 @@ impl Maintenance for Room {
             request,
             |room, _| async move {
                 Ok(AlarmResponse {
-                    header: room.header(0),
+                    header: Room::header(room.etcd().revisions().await?.revision),
                     alarms: Vec::new(),
                 })
             },
@@ -38,12 +38,20 @@ impl Maintenance for Room {
             Rpc::open("Maintenance.Status"),
             request,
             |room, _| async move {
-                let revision = 0;
+                let revision = room.etcd().revisions().await?.revision;
                 let index = u64::try_from(revision).unwrap_or(0);
+                // No member leads (there is no Raft): the one with the lowest id, so that
+                // every member names the same one.
+                let members = room.etcd().members().await?;
+                let leader = members
+                    .iter()
+                    .map(|m| m.id)
+                    .min()
+                    .unwrap_or(room.0.member.id);
                 Ok(StatusResponse {
-                    header: room.header(revision),
+                    header: Room::header(revision),
                     version: VERSION.into(),
-                    leader: room.0.member.id,
+                    leader,
                     raft_index: index,
                     raft_term: cluster::RAFT_TERM,
                     raft_applied_index: index,

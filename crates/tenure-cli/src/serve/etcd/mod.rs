@@ -18,7 +18,10 @@
 //!   `refusals`: what the gRPC layer refuses before a service sees it, in grpc-go's words.
 //! - `gateway/`: the JSON gateway (routes from the annotations, JSON ⇄ protobuf, gRPC frames).
 //! - `cluster`, `maintenance`, `auth`: members, status and tokens; `kv`, `lease`, `watch`,
-//!   `lock`, `election`: the services over the layer.
+//!   `lock`, `election`: the services over the layer; `headers`: every answer's header.
+//! - `watch/`: the watch hub (one read of the log for every watcher of this server) and the
+//!   watch streams; `renewer`: keep-alives of every stream, renewed in batches; `upkeep`:
+//!   this member's heartbeat, the reaping of ended leases and the log's compaction.
 
 mod args;
 mod auth;
@@ -26,16 +29,19 @@ mod call;
 mod cluster;
 mod election;
 mod gateway;
+mod headers;
 mod kv;
 mod lease;
 mod lock;
 mod maintenance;
 mod refusals;
+mod renewer;
 mod status;
+mod upkeep;
 mod watch;
 
 pub(crate) use args::EtcdArgs;
-pub(crate) use cluster::Member;
+pub(crate) use cluster::{cluster_id, Member};
 
 use crate::serve::Token;
 use axum::body::Body;
@@ -47,7 +53,8 @@ use axum::routing::get;
 use axum::Router;
 use std::future::Future;
 use std::sync::Arc;
-use tenure::Store;
+use std::time::Duration;
+use tenure::etcd::{Etcd, MAX_REQUEST_BYTES};
 use tenure_etcd_proto::etcdserverpb::auth_server::AuthServer;
 use tenure_etcd_proto::etcdserverpb::cluster_server::ClusterServer;
 use tenure_etcd_proto::etcdserverpb::kv_server::KvServer;
@@ -65,62 +72,127 @@ use tokio::sync::watch as signal;
 pub(crate) struct Room(Arc<Inner>);
 
 struct Inner {
-    store: Store,
+    etcd: Etcd,
     /// This `tenure serve` as an etcd member.
     member: Member,
     /// The same for every member on the database.
     cluster_id: u64,
     /// `Some`: every call but `Authenticate`, `Status` and `MemberList` needs it.
     token: Option<Token>,
-    max_request_bytes: usize,
+    /// The log's followers: one read of the log serves every watcher of this server.
+    hub: watch::Hub,
+    /// Keep-alives of every stream, renewed in batches.
+    renewer: renewer::Renewer,
     /// Turns true when the server stops: the streams end with `etcdserver: server stopped`.
     stopping: signal::Sender<bool>,
 }
 
+/// How the room is set up (from `tenure serve`'s flags).
+#[derive(Clone, Debug)]
+pub(crate) struct Settings {
+    /// This member.
+    pub member: Member,
+    /// The same for every server on the database (see [`cluster::cluster_id`]).
+    pub cluster_id: u64,
+    /// `--token-file`'s token.
+    pub token: Option<Token>,
+    /// How often the log is read where no change signal woke its followers, ended leases
+    /// are reaped, and a waiting recipe looks again.
+    pub poll: Duration,
+    /// How long this member stays listed after its last heartbeat.
+    pub member_ttl: Duration,
+    /// Revisions of history kept (0: no automatic compaction).
+    pub retention: u32,
+}
+
 impl Room {
-    /// The room of this `tenure serve`, as `member` of the etcd on `store`'s database.
-    pub(crate) fn new(
-        store: Store,
-        member: Member,
-        token: Option<Token>,
-        max_request_bytes: usize,
-    ) -> Room {
+    /// The room of this `tenure serve`, as a member of the etcd on `store`'s database (listed
+    /// when this returns, unless the database failed: then the upkeep keeps trying), with its
+    /// upkeep (membership, reaping ended leases, compaction) and its watch hub running on the
+    /// current runtime until [`Room::stop`].
+    pub(crate) async fn start(store: tenure::Store, settings: Settings) -> Room {
         let (stopping, _) = signal::channel(false);
-        let cluster_id = cluster::cluster_id(&store);
-        Room(Arc::new(Inner {
-            store,
-            member,
-            cluster_id,
-            token,
-            max_request_bytes,
+        let etcd = Etcd::new(store).poll_interval(settings.poll);
+        let hub = watch::Hub::spawn(etcd.clone(), settings.poll, stopping.subscribe());
+        let renewer = renewer::Renewer::spawn(etcd.clone());
+        let room = Room(Arc::new(Inner {
+            etcd,
+            member: settings.member.clone(),
+            cluster_id: settings.cluster_id,
+            token: settings.token.clone(),
+            hub,
+            renewer,
             stopping,
-        }))
+        }));
+        let listed = match room
+            .etcd()
+            .member_join(&settings.member.to_proto(), settings.member_ttl)
+            .await
+        {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, "etcd member could not join; trying again");
+                false
+            }
+        };
+        tokio::spawn(upkeep::run(room.clone(), settings, listed));
+        room
     }
 
-    /// The header of every answer, at `revision` (0: a call that reads no keys).
-    fn header(&self, revision: i64) -> Option<ResponseHeader> {
+    /// The layer.
+    fn etcd(&self) -> &Etcd {
+        &self.0.etcd
+    }
+
+    /// The header of an answer at `revision` (the rest is filled in on the way out).
+    fn header(revision: i64) -> Option<ResponseHeader> {
         Some(ResponseHeader {
-            cluster_id: self.0.cluster_id,
-            member_id: self.0.member.id,
             revision,
-            raft_term: cluster::RAFT_TERM,
+            ..ResponseHeader::default()
         })
     }
 
-    /// Ends every stream (`etcdserver: server stopped`), so that the server can stop.
+    /// Completes a header the layer filled in: this cluster, this member, the term.
+    fn stamp(&self, header: &mut Option<ResponseHeader>) {
+        let header = header.get_or_insert_with(ResponseHeader::default);
+        header.cluster_id = self.0.cluster_id;
+        header.member_id = self.0.member.id;
+        header.raft_term = cluster::RAFT_TERM;
+    }
+
+    /// A future that completes when the server stops.
+    fn stopped(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut stopping = self.0.stopping.subscribe();
+        async move {
+            let _ = stopping.wait_for(|stopping| *stopping).await;
+        }
+    }
+
+    /// `future`, unless the server stops first (then etcd's `server stopped`): a call that
+    /// may wait long (a lock, a campaign) does not hold the server up.
+    async fn until_stopped<T>(
+        &self,
+        future: impl Future<Output = T>,
+    ) -> Result<T, status::Refused> {
+        tokio::select! {
+            out = future => Ok(out),
+            () = self.stopped() => Err(status::stopped().into()),
+        }
+    }
+
+    /// Ends every stream (`etcdserver: server stopped`) and the upkeep, which leaves the
+    /// member list; the server then stops.
     pub(crate) fn stop(&self) {
         self.0.stopping.send_replace(true);
     }
 }
 
 /// The largest gRPC message decoded (etcd's: the request limit plus its gRPC overhead).
-fn max_message_bytes(room: &Room) -> usize {
-    room.0.max_request_bytes + args::GRPC_OVERHEAD_BYTES
-}
+const MAX_MESSAGE_BYTES: usize = MAX_REQUEST_BYTES + args::GRPC_OVERHEAD_BYTES;
 
 /// The gRPC services, each under `/<package>.<Service>/`.
 fn grpc(room: &Room) -> Router {
-    let limit = max_message_bytes(room);
+    let limit = MAX_MESSAGE_BYTES;
     Router::new()
         .route_service(
             "/etcdserverpb.KV/{*method}",
@@ -161,10 +233,10 @@ fn grpc(room: &Room) -> Router {
 /// `/version` and `/health`.
 pub(crate) fn app(room: &Room) -> Router {
     let grpc = grpc(room);
-    let gateway = gateway::routes(grpc.clone(), room.0.max_request_bytes);
+    let gateway = gateway::routes(grpc.clone(), MAX_REQUEST_BYTES);
     grpc.merge(gateway)
         .route("/version", get(version))
-        .route("/health", get(health))
+        .route("/health", get(health).with_state(room.clone()))
         .fallback(no_route)
 }
 
@@ -177,9 +249,15 @@ async fn version() -> Response {
     )
 }
 
-/// etcd's `/health`: true while the database answers.
-async fn health() -> Response {
-    json(StatusCode::OK, r#"{"health":"true"}"#)
+/// etcd's `/health`: true while the database answers (a read of the revision).
+async fn health(axum::extract::State(room): axum::extract::State<Room>) -> Response {
+    match room.etcd().revisions().await {
+        Ok(_) => json(StatusCode::OK, r#"{"health":"true"}"#),
+        Err(e) => {
+            tracing::warn!(error = %e, "etcd health: the database did not answer");
+            json(StatusCode::SERVICE_UNAVAILABLE, r#"{"health":"false"}"#)
+        }
+    }
 }
 
 /// An unknown gRPC service answers gRPC's `UNIMPLEMENTED` (grpc-go's text); any other path

@@ -1,8 +1,9 @@
 //! Which keys a request names: etcd's `key` and `range_end`, read as etcd reads them.
 
-/// The keys of a `(key, range_end)` pair.
+/// The keys of a `(key, range_end)` pair (public for a follower of the log that filters
+/// events itself, such as `tenure serve`'s watch hub).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Span {
+pub enum Span {
     /// One key (`range_end` empty).
     One(Vec<u8>),
     /// Every key from `key` on (`range_end` is `"\0"`).
@@ -16,7 +17,7 @@ pub(crate) enum Span {
 
 impl Span {
     /// The span etcd reads for `key` and `range_end`.
-    pub(crate) fn new(key: &[u8], range_end: &[u8]) -> Span {
+    pub fn new(key: &[u8], range_end: &[u8]) -> Span {
         match range_end {
             [] => Span::One(key.to_vec()),
             [0] => Span::From(key.to_vec()),
@@ -25,9 +26,9 @@ impl Span {
         }
     }
 
-    /// Whether `key` is in the span (the reference's test of a key; the layer asks its SQL).
-    #[cfg(any(test, feature = "testing"))]
-    pub(crate) fn contains(&self, key: &[u8]) -> bool {
+    /// Whether `key` is in the span (the reference's and a watch hub's test of a key; the
+    /// layer asks its SQL).
+    pub fn contains(&self, key: &[u8]) -> bool {
         match self {
             Span::One(k) => key == k.as_slice(),
             Span::From(from) => key >= from.as_slice(),
