@@ -163,21 +163,40 @@ fn watch_ids_progress_and_cancel(target: &Target) -> Transcript {
             .watch("v", Some(WatchOptions::new().with_start_revision(2)))
             .await
             .expect("below the floor");
+        let show = |r: &etcd_client::WatchResponse| {
+            format!(
+                "id {} created {} canceled {} compact {} reason {:?} events {}",
+                r.watch_id(),
+                r.created(),
+                r.canceled(),
+                r.compact_revision(),
+                r.cancel_reason(),
+                r.events().len()
+            )
+        };
         for what in ["below the floor: created", "then canceled"] {
             let r = next(&mut stream).await;
-            t.record(
-                what,
-                format!(
-                    "id {} created {} canceled {} compact {} reason {:?} events {}",
-                    r.watch_id(),
-                    r.created(),
-                    r.canceled(),
-                    r.compact_revision(),
-                    r.cancel_reason(),
-                    r.events().len()
-                ),
-            );
+            t.record(what, show(&r));
         }
+        // Refused at once, created and canceled with etcd's reason: an empty range, an id in
+        // use; an id of the client's own choice that is free is taken.
+        watcher
+            .watch("c", Some(WatchOptions::new().with_range("a")))
+            .await
+            .expect("an empty range");
+        t.record("range_end below key", show(&next(&mut stream).await));
+        watcher
+            .watch("w", Some(WatchOptions::new().with_watch_id(1)))
+            .await
+            .expect("an id in use");
+        t.record("an id in use", show(&next(&mut stream).await));
+        watcher
+            .watch("w", Some(WatchOptions::new().with_watch_id(7)))
+            .await
+            .expect("an id of its own");
+        t.record("an id of its own", show(&next(&mut stream).await));
+        watcher.watch("w", None).await.expect("the next free id");
+        t.record("the next free id", show(&next(&mut stream).await));
         t
     })
 }

@@ -147,6 +147,10 @@ impl Stream {
             Ok(now) => now.revision,
             Err(_) => self.room.0.hub.position(),
         };
+        // As etcd: an empty range is refused before an id is given out.
+        if One::new(NO_WATCH, create).is_empty() {
+            return self.refuse(current, "mvcc: watcher range is empty").await;
+        }
         let asked = create.watch_id;
         let id = if asked != 0 {
             if self.watchers.contains_key(&asked) {
@@ -166,9 +170,6 @@ impl Stream {
             self.next_id - 1
         };
         let watch = One::new(id, create);
-        if watch.is_empty() {
-            return self.refuse(current, "mvcc: watcher range is empty").await;
-        }
         let created = WatchResponse {
             header: Room::header(current),
             watch_id: id,
