@@ -6,7 +6,12 @@ use crate::support::etcd::*;
 use serde_json::{json, Value};
 use std::time::Duration;
 
-side_by_side!(patroni_calls, watch_stream, errors);
+side_by_side!(
+    patroni_calls,
+    watch_stream,
+    errors,
+    recipes_and_leases_over_json
+);
 
 fn b64(text: &str) -> String {
     use base64::Engine;
@@ -213,6 +218,99 @@ fn errors(target: &Target) -> Transcript {
     t.record(
         "unknown path",
         format!("{} {}", reply.status, reply.text().trim()),
+    );
+    t
+}
+
+/// The Lock and Election services, TimeToLive, Leases and Compact over the gateway (etcd
+/// serves them at `/v3/lock/*`, `/v3/election/*`, `/v3/lease/*`, `/v3/kv/compaction`).
+fn recipes_and_leases_over_json(target: &Target) -> Transcript {
+    let mut t = Transcript::new();
+    let grant = target
+        .post("/v3/lease/grant", &json!({"TTL": 30}).to_string())
+        .json();
+    let id = grant["ID"].as_str().expect("a lease id").to_string();
+    let hex = format!("{:x}", id.parse::<i64>().expect("a number"));
+    t.alias(id.clone(), "LEASE");
+    t.alias(b64(&format!("job/{hex}")), "LOCK_KEY");
+    t.alias(b64(&format!("boss/{hex}")), "LEADER_KEY");
+    let locked = call(
+        &mut t,
+        target,
+        "/v3/lock/lock",
+        &json!({"name": b64("job"), "lease": id}),
+    );
+    // What is left of the TTL depends on the second it is read in: checked, not compared.
+    let mut ttl = target
+        .post(
+            "/v3/lease/timetolive",
+            &json!({"ID": id, "keys": true}).to_string(),
+        )
+        .json();
+    let left: i64 = ttl["TTL"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(-1);
+    assert!((25..=30).contains(&left), "{ttl}");
+    ttl["TTL"] = json!("…");
+    t.record_json("/v3/lease/timetolive", &ttl);
+    call(
+        &mut t,
+        target,
+        "/v3/lock/unlock",
+        &json!({"key": locked["key"]}),
+    );
+    let won = call(
+        &mut t,
+        target,
+        "/v3/election/campaign",
+        &json!({"name": b64("boss"), "lease": id, "value": b64("alpha")}),
+    );
+    let leader = won["leader"].clone();
+    call(
+        &mut t,
+        target,
+        "/v3/election/leader",
+        &json!({"name": b64("boss")}),
+    );
+    call(
+        &mut t,
+        target,
+        "/v3/election/proclaim",
+        &json!({"leader": leader, "value": b64("beta")}),
+    );
+    let observed = GatewayStream::open(
+        target.addr,
+        "/v3/election/observe",
+        &json!({"name": b64("boss")}).to_string(),
+    );
+    let first = observed.next(Duration::from_secs(10)).expect("the leader");
+    t.record_json("observe", &first);
+    drop(observed);
+    call(
+        &mut t,
+        target,
+        "/v3/election/resign",
+        &json!({"leader": leader}),
+    );
+    let none = target.post(
+        "/v3/election/leader",
+        &json!({"name": b64("boss")}).to_string(),
+    );
+    t.record(&format!("leader of nobody {}", none.status), none.text());
+    let leases = target.post("/v3/lease/leases", "{}").json();
+    t.record(
+        "leases",
+        leases["leases"].as_array().map_or(0, Vec::len).to_string(),
+    );
+    call(&mut t, target, "/v3/kv/compaction", &json!({"revision": 2}));
+    let compacted = target.post(
+        "/v3/kv/range",
+        &json!({"key": b64("a"), "revision": 1}).to_string(),
+    );
+    t.record(
+        &format!("below the floor {}", compacted.status),
+        compacted.text(),
     );
     t
 }
