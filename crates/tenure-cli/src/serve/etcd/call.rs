@@ -1,8 +1,9 @@
 //! The one helper every RPC of the room goes through: [`Room::unary`] for a call with one
 //! answer, [`Room::open`] for a stream. It checks the token, refuses a write larger than
-//! `--etcd-max-request-bytes` (etcd's `request is too large`, before anything is read or
-//! written), runs the method's body, and records the call's outcome and latency
-//! (`crate::serve::metrics`).
+//! etcd's 1.5 MiB limit (etcd's `request is too large`, before anything is read or written),
+//! runs the method's body, completes the answer's header (this cluster, this member, the
+//! term), and records the call's outcome and latency (`crate::serve::metrics`). A method that
+//! is not served goes through it too ([`Room::unserved`]).
 //!
 //! # Tokens
 //! With `--token-file`, every call but `Authenticate`, `Maintenance.Status` and
@@ -29,7 +30,7 @@ use tonic::{Request, Response, Status};
 pub(super) struct Rpc {
     /// `Service.Method`, the `method` label of the metrics (`KV.Range`).
     pub name: &'static str,
-    /// A write: its request is bounded by `--etcd-max-request-bytes`.
+    /// A write: its request is bounded by etcd's request limit (1.5 MiB).
     write: bool,
     /// Answered without a token.
     open: bool,

@@ -2,9 +2,10 @@
 //! HTTP/2) and etcd's JSON gateway on one port, on the library's `etcd` layer.
 //!
 //! Every RPC has one shape: the service method hands its request to one helper of [`Room`]
-//! (`call.rs`: [`Room::unary`] or [`Room::open`] for streams), which checks the token,
-//! refuses writes over `--etcd-max-request-bytes`, runs the method's body, and records the
-//! call's code and latency. Adding an RPC is one function; a method etcd has and this room
+//! (`call.rs`: `Room::unary`, or `Room::open` for streams), which checks the token, refuses
+//! writes over etcd's 1.5 MiB request limit, runs the method's body (the layer's call, its
+//! errors answered with etcd's codes and texts), completes the answer's header (this cluster
+//! and member) and records the call's code and latency. Adding an RPC is one function; a method etcd has and this room
 //! does not serve answers gRPC's `UNIMPLEMENTED` through the same helper, never a silent fake.
 //!
 //! The JSON gateway is what etcd's is: a proxy in front of the gRPC services. Its routes are

@@ -45,7 +45,7 @@ pub(super) fn unimplemented(method: &str) -> Status {
     Status::unimplemented(format!("method {method} not implemented"))
 }
 
-/// A write larger than `--etcd-max-request-bytes`.
+/// A write larger than etcd's request limit (1.5 MiB).
 pub(super) fn request_too_large() -> Status {
     Status::invalid_argument("etcdserver: request is too large")
 }
