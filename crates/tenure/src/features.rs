@@ -4,14 +4,16 @@
 //! when it may not create them, and to print for a DBA ([`schema_script`]). A new feature adds
 //! one line to [`FEATURES`].
 
-use crate::backend::tx::{Body, Outcome, Tx};
+use crate::backend::tx::{Body, Outcome, Tx, Upgrade};
 use crate::backend::{self, Backend, BackendKind};
 use crate::error::{Error, Result};
 
-/// One feature's tables: their names (without the prefix) and their DDL on one engine.
+/// One feature's tables: their names (without the prefix), their DDL on one engine, and the
+/// changes that bring its tables, as an older build created them, up to date.
 struct Feature {
     tables: &'static [&'static str],
     schema: fn(BackendKind, &str) -> Vec<String>,
+    upgrades: fn(BackendKind, &str) -> Vec<Upgrade>,
 }
 
 /// Every feature with tables of its own, as the cargo features compile them in.
@@ -19,11 +21,13 @@ const FEATURES: &[Feature] = &[
     Feature {
         tables: &crate::candidates::statements::TABLES,
         schema: crate::candidates::statements::schema,
+        upgrades: crate::candidates::statements::upgrades,
     },
     #[cfg(feature = "consul")]
     Feature {
         tables: &crate::consul::statements::TABLES,
         schema: crate::consul::statements::schema,
+        upgrades: |_, _| Vec::new(),
     },
 ];
 
@@ -32,6 +36,14 @@ fn ddl(kind: BackendKind, prefix: &str) -> Vec<String> {
     FEATURES
         .iter()
         .flat_map(|f| (f.schema)(kind, prefix))
+        .collect()
+}
+
+/// Every feature's upgrades on `kind` with `prefix`.
+fn upgrades(kind: BackendKind, prefix: &str) -> Vec<Upgrade> {
+    FEATURES
+        .iter()
+        .flat_map(|f| (f.upgrades)(kind, prefix))
         .collect()
 }
 
@@ -48,6 +60,15 @@ pub fn schema_script(kind: BackendKind, prefix: &str) -> Result<String> {
         script.push('\n');
         script.push_str(statement.trim());
         script.push_str(";\n");
+    }
+    let steps = upgrades(kind, prefix);
+    if !steps.is_empty() {
+        script.push_str(
+            "\n-- Tables created by an older tenure lack some of the above; apply those missing:\n",
+        );
+        for step in steps {
+            script.push_str(&format!("-- {};\n", step.ddl));
+        }
     }
     Ok(script)
 }
@@ -115,6 +136,11 @@ impl Body for Tables {
             for statement in ddl(tx.kind(), tx.prefix()) {
                 tx.execute(&statement, &[]).await?;
             }
+            for step in upgrades(tx.kind(), tx.prefix()) {
+                if tx.fetch(&step.probe, &[]).await?.is_empty() {
+                    tx.execute(&step.ddl, &[]).await?;
+                }
+            }
             return Ok(Outcome::Commit);
         }
         let names: Vec<String> = FEATURES
@@ -130,6 +156,13 @@ impl Body for Tables {
                     return Ok(Outcome::Rollback);
                 }
                 Err(e) => return Err(e),
+            }
+        }
+        // Tables an older build created lack what this one reads.
+        for step in upgrades(tx.kind(), tx.prefix()) {
+            if tx.fetch(&step.probe, &[]).await?.is_empty() {
+                self.missing = Some(step.what);
+                return Ok(Outcome::Rollback);
             }
         }
         Ok(Outcome::Commit)

@@ -87,6 +87,16 @@ pub trait Tx: Send {
     async fn fetch(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<Box<dyn Row>>>;
 }
 
+/// One change that brings a layer's table, as an older build created it, to this build's
+/// schema: `probe` returns a row once the change is made (an engine's catalog read), else
+/// `ddl` makes it. `what` names the change for an error (`tenure_candidate.incarnation`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Upgrade {
+    pub what: String,
+    pub probe: String,
+    pub ddl: String,
+}
+
 /// How a body's transaction ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Outcome {

@@ -1,10 +1,15 @@
 //! The candidate registry's SQL: its statements, built once per store from the dialect and the
-//! table prefix, and its table's DDL on each engine (created with the lease's tables).
+//! table prefix, and its table's DDL on each engine (created with the lease's tables), with the
+//! steps that bring a registry created by an older build up to date.
 
-use crate::backend::tx::{BackendKind, Dialect};
+use crate::backend::tx::{BackendKind, Dialect, Upgrade};
 
 /// The registry table, without the prefix (for the check that it exists).
 pub(crate) const TABLES: [&str; 1] = ["candidate"];
+
+/// The most dead registrations one campaign purges: a name with many crashed candidates is
+/// cleaned over several campaigns, each bounded.
+pub(crate) const PURGE_BATCH: u32 = 1_000;
 
 /// The registry's statements, with the prefix filled in.
 #[derive(Debug)]
@@ -13,32 +18,58 @@ pub(crate) struct Statements {
     pub(super) of_name: String,
     /// Every live row, with the clock: their names and candidates. Parameter: now (µs).
     pub(super) live: String,
+    /// What a campaign's rules need, by indexes only (never every dead row): the live rows of
+    /// a name; the campaigner's own row and the row of the lease's reservation target,
+    /// whatever their state; and one row due for the purge, if any. Parameters: name, now
+    /// (µs), name, now (µs), candidate, name, name, purge before (µs), purge before (µs).
+    pub(super) for_rules: String,
+    /// One row. Parameters: name, candidate.
+    pub(super) one: String,
     /// Parameters: name, candidate, priority, observer, metadata, since, seen, expires (µs),
-    /// ttl_ms, renew_ms.
+    /// ttl_ms, renew_ms, incarnation.
     pub(super) insert: String,
     /// Parameters: priority, observer, metadata, since, seen, expires (µs), ttl_ms,
-    /// renew_ms, name, candidate.
+    /// renew_ms, incarnation, name, candidate.
     pub(super) update: String,
+    /// A tenure of the candidate ended by expiry: its back-off. Parameters: expiries,
+    /// backoff until (µs, or NULL), name, candidate.
+    pub(super) back_off: String,
+    /// An operator handed the name to the candidate. Parameters: chosen after (term), name,
+    /// candidate.
+    pub(super) choose: String,
+    /// A handover target not yet registered, expected to campaign within `renew_ms`: a row
+    /// that is not live. Parameters: name, candidate, since, seen, expires (µs), ttl_ms,
+    /// renew_ms, chosen after.
+    pub(super) expect_new: String,
+    /// The same for a target whose row is not live. Parameters: seen (µs), renew_ms, chosen
+    /// after, name, candidate.
+    pub(super) expect: String,
     /// Parameters: name, candidate.
     pub(super) delete: String,
-    /// Rows of a name that expired before an instant. Parameters: name, before (µs).
+    /// At most [`PURGE_BATCH`] rows of a name that expired before an instant and whose
+    /// back-off ended before it. Parameters: name, name, before (µs), before (µs) (MySQL:
+    /// name, before, before).
     pub(super) purge: String,
 }
 
 impl Statements {
-    pub(crate) fn new(prefix: &str, d: &Dialect) -> Statements {
+    pub(crate) fn new(prefix: &str, d: &Dialect, kind: BackendKind) -> Statements {
         let p = d.param;
         let t = d.text;
+        let us = d.from_us;
         let table = format!("{prefix}candidate");
         let columns = format!(
             "{} AS name, {} AS candidate, priority, observer, {} AS metadata, \
-             {} AS since_us, {} AS seen_us, {} AS expires_us, ttl_ms, renew_ms",
+             {} AS since_us, {} AS seen_us, {} AS expires_us, ttl_ms, renew_ms, \
+             {} AS incarnation, expiries, {} AS backoff_us, chosen_after",
             t("name"),
             t("candidate"),
             t("metadata"),
             (d.to_us)("since"),
             (d.to_us)("seen_at"),
             (d.to_us)("expires_at"),
+            t("incarnation"),
+            (d.to_us)("backoff_until"),
         );
         Statements {
             of_name: format!(
@@ -47,50 +78,136 @@ impl Statements {
             ),
             live: format!(
                 "SELECT {columns} FROM {table} WHERE expires_at > {} ORDER BY name, candidate",
-                (d.from_us)(&p(1))
+                us(&p(1))
+            ),
+            for_rules: format!(
+                "SELECT {columns} FROM {table} WHERE name = {} AND expires_at > {} \
+                 UNION ALL \
+                 SELECT {columns} FROM {table} WHERE name = {} AND expires_at <= {} \
+                 AND (candidate = {} OR candidate = \
+                 (SELECT handover_to FROM {prefix}lease WHERE name = {})) \
+                 UNION ALL \
+                 SELECT * FROM (SELECT {columns} FROM {table} WHERE name = {} AND {} LIMIT 1) \
+                 AS due",
+                p(1),
+                us(&p(2)),
+                p(3),
+                us(&p(4)),
+                p(5),
+                p(6),
+                p(7),
+                dead_rows(d, &p(8), &p(9)),
+            ),
+            one: format!(
+                "SELECT {columns} FROM {table} WHERE name = {} AND candidate = {}",
+                p(1),
+                p(2)
             ),
             insert: format!(
                 "INSERT INTO {table} (name, candidate, priority, observer, metadata, since, \
-                 seen_at, expires_at, ttl_ms, renew_ms) \
-                 VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
+                 seen_at, expires_at, ttl_ms, renew_ms, incarnation) \
+                 VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
                 p(1),
                 p(2),
                 p(3),
                 p(4),
                 p(5),
-                (d.from_us)(&p(6)),
-                (d.from_us)(&p(7)),
-                (d.from_us)(&p(8)),
+                us(&p(6)),
+                us(&p(7)),
+                us(&p(8)),
                 p(9),
-                p(10)
+                p(10),
+                p(11)
             ),
             update: format!(
                 "UPDATE {table} SET priority = {}, observer = {}, metadata = {}, since = {}, \
-                 seen_at = {}, expires_at = {}, ttl_ms = {}, renew_ms = {} \
+                 seen_at = {}, expires_at = {}, ttl_ms = {}, renew_ms = {}, incarnation = {} \
                  WHERE name = {} AND candidate = {}",
                 p(1),
                 p(2),
                 p(3),
-                (d.from_us)(&p(4)),
-                (d.from_us)(&p(5)),
-                (d.from_us)(&p(6)),
+                us(&p(4)),
+                us(&p(5)),
+                us(&p(6)),
                 p(7),
                 p(8),
                 p(9),
-                p(10)
+                p(10),
+                p(11)
+            ),
+            back_off: format!(
+                "UPDATE {table} SET expiries = {}, backoff_until = {} \
+                 WHERE name = {} AND candidate = {}",
+                p(1),
+                us(&p(2)),
+                p(3),
+                p(4)
+            ),
+            choose: format!(
+                "UPDATE {table} SET chosen_after = {} WHERE name = {} AND candidate = {}",
+                p(1),
+                p(2),
+                p(3)
+            ),
+            expect_new: format!(
+                "INSERT INTO {table} (name, candidate, priority, observer, metadata, since, \
+                 seen_at, expires_at, ttl_ms, renew_ms, chosen_after) \
+                 VALUES ({}, {}, 0, {}, NULL, {}, {}, {}, {}, {}, {})",
+                p(1),
+                p(2),
+                match kind {
+                    BackendKind::Postgres => "FALSE",
+                    _ => "0",
+                },
+                us(&p(3)),
+                us(&p(4)),
+                us(&p(5)),
+                p(6),
+                p(7),
+                p(8)
+            ),
+            expect: format!(
+                "UPDATE {table} SET seen_at = {}, renew_ms = {}, chosen_after = {} \
+                 WHERE name = {} AND candidate = {}",
+                us(&p(1)),
+                p(2),
+                p(3),
+                p(4),
+                p(5)
             ),
             delete: format!(
                 "DELETE FROM {table} WHERE name = {} AND candidate = {}",
                 p(1),
                 p(2)
             ),
-            purge: format!(
-                "DELETE FROM {table} WHERE name = {} AND expires_at < {}",
-                p(1),
-                (d.from_us)(&p(2))
-            ),
+            purge: match kind {
+                // MySQL and MariaDB refuse LIMIT in an IN subquery, and take it on DELETE.
+                BackendKind::MySql => format!(
+                    "DELETE FROM {table} WHERE name = {} AND {} ORDER BY expires_at \
+                     LIMIT {PURGE_BATCH}",
+                    p(1),
+                    dead_rows(d, &p(2), &p(3)),
+                ),
+                _ => format!(
+                    "DELETE FROM {table} WHERE name = {} AND candidate IN \
+                     (SELECT candidate FROM {table} WHERE name = {} AND {} LIMIT {PURGE_BATCH})",
+                    p(1),
+                    p(2),
+                    dead_rows(d, &p(3), &p(4)),
+                ),
+            },
         }
     }
+}
+
+/// The condition on a dead row due for the purge: expired before `before` and not backing
+/// off after it (two parameters carrying the same instant).
+fn dead_rows(d: &Dialect, before: &str, again: &str) -> String {
+    format!(
+        "expires_at < {} AND (backoff_until IS NULL OR backoff_until < {})",
+        (d.from_us)(before),
+        (d.from_us)(again)
+    )
 }
 
 /// The registry's DDL on `kind` with `prefix` (none on a backend without SQL).
@@ -104,11 +221,59 @@ pub(crate) fn schema(kind: BackendKind, prefix: &str) -> Vec<String> {
     ddl.iter().map(|s| s.replace("{p}", prefix)).collect()
 }
 
+/// The changes that bring a registry created by an older build to this one's schema on `kind`
+/// (the new tables have them already: each probe finds them).
+pub(crate) fn upgrades(kind: BackendKind, prefix: &str) -> Vec<Upgrade> {
+    let table = format!("{prefix}candidate");
+    let column = |name: &str| match kind {
+        BackendKind::Postgres => format!(
+            "SELECT 1 AS one FROM information_schema.columns WHERE table_schema = \
+             current_schema() AND table_name = LOWER('{table}') AND column_name = '{name}'"
+        ),
+        BackendKind::MySql => format!(
+            "SELECT 1 AS one FROM information_schema.columns WHERE table_schema = DATABASE() \
+             AND LOWER(table_name) = LOWER('{table}') AND column_name = '{name}'"
+        ),
+        _ => format!("SELECT 1 AS one FROM pragma_table_info('{table}') WHERE name = '{name}'"),
+    };
+    let columns: &[(&str, &str)] = match kind {
+        BackendKind::Postgres => POSTGRES_COLUMNS,
+        BackendKind::MySql => MYSQL_COLUMNS,
+        BackendKind::Sqlite => SQLITE_COLUMNS,
+        _ => return Vec::new(),
+    };
+    let mut steps: Vec<Upgrade> = columns
+        .iter()
+        .map(|(name, definition)| Upgrade {
+            what: format!("{table}.{name}"),
+            probe: column(name),
+            ddl: format!("ALTER TABLE {table} ADD COLUMN {name} {definition}"),
+        })
+        .collect();
+    if kind == BackendKind::MySql {
+        // PostgreSQL and SQLite create the index `IF NOT EXISTS` with the table; MySQL 8 has
+        // no such clause.
+        steps.push(Upgrade {
+            what: format!("{prefix}candidate_live"),
+            probe: format!(
+                "SELECT 1 AS one FROM information_schema.statistics WHERE table_schema = \
+                 DATABASE() AND LOWER(table_name) = LOWER('{table}') AND index_name = \
+                 '{prefix}candidate_live'"
+            ),
+            ddl: format!("CREATE INDEX {prefix}candidate_live ON {table} (name, expires_at)"),
+        });
+    }
+    steps
+}
+
 // Names and candidate ids compare byte for byte, as the lease's: `COLLATE "C"` on PostgreSQL,
 // `utf8mb4_bin` on MySQL/MariaDB. Times are the engine's timestamps, written and read as
-// microseconds through the dialect, as the lease's; a plain `SELECT *` reads well.
+// microseconds through the dialect, as the lease's; a plain `SELECT *` reads well. The index
+// on (name, expires_at) serves a campaign's read of the live rows and the purge of the dead
+// ones, however many a name has.
 
-const POSTGRES: &[&str] = &["CREATE TABLE IF NOT EXISTS {p}candidate (
+const POSTGRES: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS {p}candidate (
     name TEXT COLLATE \"C\" NOT NULL,
     candidate TEXT COLLATE \"C\" NOT NULL,
     priority BIGINT NOT NULL,
@@ -119,8 +284,21 @@ const POSTGRES: &[&str] = &["CREATE TABLE IF NOT EXISTS {p}candidate (
     expires_at TIMESTAMPTZ NOT NULL,
     ttl_ms BIGINT NOT NULL,
     renew_ms BIGINT NOT NULL,
+    incarnation TEXT COLLATE \"C\",
+    expiries BIGINT NOT NULL DEFAULT 0,
+    backoff_until TIMESTAMPTZ,
+    chosen_after BIGINT,
     PRIMARY KEY (name, candidate)
-)"];
+)",
+    "CREATE INDEX IF NOT EXISTS {p}candidate_live ON {p}candidate (name, expires_at)",
+];
+
+const POSTGRES_COLUMNS: &[(&str, &str)] = &[
+    ("incarnation", "TEXT COLLATE \"C\""),
+    ("expiries", "BIGINT NOT NULL DEFAULT 0"),
+    ("backoff_until", "TIMESTAMPTZ"),
+    ("chosen_after", "BIGINT"),
+];
 
 const MYSQL: &[&str] = &["CREATE TABLE IF NOT EXISTS {p}candidate (
     name VARCHAR(191) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
@@ -133,10 +311,26 @@ const MYSQL: &[&str] = &["CREATE TABLE IF NOT EXISTS {p}candidate (
     expires_at DATETIME(6) NOT NULL,
     ttl_ms BIGINT NOT NULL,
     renew_ms BIGINT NOT NULL,
-    PRIMARY KEY (name, candidate)
+    incarnation VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+    expiries BIGINT NOT NULL DEFAULT 0,
+    backoff_until DATETIME(6) NULL,
+    chosen_after BIGINT NULL,
+    PRIMARY KEY (name, candidate),
+    INDEX {p}candidate_live (name, expires_at)
 ) ENGINE=InnoDB"];
 
-const SQLITE: &[&str] = &["CREATE TABLE IF NOT EXISTS {p}candidate (
+const MYSQL_COLUMNS: &[(&str, &str)] = &[
+    (
+        "incarnation",
+        "VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL",
+    ),
+    ("expiries", "BIGINT NOT NULL DEFAULT 0"),
+    ("backoff_until", "DATETIME(6) NULL"),
+    ("chosen_after", "BIGINT NULL"),
+];
+
+const SQLITE: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS {p}candidate (
     name TEXT NOT NULL,
     candidate TEXT NOT NULL,
     priority INTEGER NOT NULL,
@@ -147,5 +341,18 @@ const SQLITE: &[&str] = &["CREATE TABLE IF NOT EXISTS {p}candidate (
     expires_at TEXT NOT NULL,
     ttl_ms INTEGER NOT NULL,
     renew_ms INTEGER NOT NULL,
+    incarnation TEXT,
+    expiries INTEGER NOT NULL DEFAULT 0,
+    backoff_until TEXT,
+    chosen_after INTEGER,
     PRIMARY KEY (name, candidate)
-)"];
+)",
+    "CREATE INDEX IF NOT EXISTS {p}candidate_live ON {p}candidate (name, expires_at)",
+];
+
+const SQLITE_COLUMNS: &[(&str, &str)] = &[
+    ("incarnation", "TEXT"),
+    ("expiries", "INTEGER NOT NULL DEFAULT 0"),
+    ("backoff_until", "TEXT"),
+    ("chosen_after", "INTEGER"),
+];

@@ -6,7 +6,7 @@ use crate::candidates::{Candidates, Registration};
 use crate::config::Timing;
 use crate::error::{Error, Result};
 use crate::model::duration_ms;
-use crate::model::{Effect, Lease, Op, Purpose, StepDownReason};
+use crate::model::{Effect, Lease, Op, Purpose};
 use crate::records::LeaderInfo;
 use crate::store::Store;
 use crate::telemetry::{self, Ended, Seen};
@@ -203,10 +203,9 @@ impl Task {
                 {
                     self.release_or_warn(ended).await;
                 }
-                if let StepDownReason::HandoverTo(_) = reason {
-                    // The target has the lease reserved; others should not race it either.
-                    self.not_before = Instant::now() + self.timing.release_hold_off();
-                }
+                // No hold-off after a handover: the reservation keeps everyone but its target
+                // out, and once it lapses (its target never came) this elector leads again at
+                // its next poll.
                 self.set_role(Role::Follower { leader: None });
                 received + self.timing.renew_interval()
             }

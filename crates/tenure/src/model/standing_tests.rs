@@ -26,6 +26,7 @@ fn rival(candidate: &str, priority: i32, since: i64, seen: i64) -> Rival {
         seen_at: at(seen),
         expires_at: at(seen).plus_ms(4_000),
         renew_ms: 1_000,
+        backoff_until: None,
     }
 }
 
@@ -33,7 +34,9 @@ fn standing(priority: i32, rivals: &[Rival]) -> Standing<'_> {
     Standing {
         priority,
         settle_ms: 1_000,
+        since: at(-60_000),
         rivals,
+        ..Standing::default()
     }
 }
 
