@@ -214,6 +214,17 @@ pub(crate) fn is_duplicate_object(err: &sqlx::Error) -> bool {
     }
 }
 
+/// Whether an error says that a column does not exist (a table an older build created).
+pub(crate) fn is_missing_column(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Database(db) => {
+            matches!(db.code().as_deref(), Some("42703" | "42S22"))
+                || db.message().contains("no such column")
+        }
+        _ => false,
+    }
+}
+
 /// Whether an error says that a table does not exist.
 pub(crate) fn is_missing_table(err: &sqlx::Error) -> bool {
     match err {

@@ -61,15 +61,6 @@ pub fn schema_script(kind: BackendKind, prefix: &str) -> Result<String> {
         script.push_str(statement.trim());
         script.push_str(";\n");
     }
-    let steps = upgrades(kind, prefix);
-    if !steps.is_empty() {
-        script.push_str(
-            "\n-- Tables created by an older tenure lack some of the above; apply those missing:\n",
-        );
-        for step in steps {
-            script.push_str(&format!("-- {};\n", step.ddl));
-        }
-    }
     Ok(script)
 }
 

@@ -35,6 +35,8 @@ struct RivalSpec {
     observer: bool,
     since_ms: i64,
     seen_ms: i64,
+    /// Its last keep-alive (while it holds off), at or after `seen_ms`.
+    alive_ms: i64,
     ttl_ms: u64,
     renew_ms: u64,
     backoff_ms: Option<i64>,
@@ -72,18 +74,33 @@ fn rival() -> impl Strategy<Value = RivalSpec> {
         prop::sample::select(vec![-60_000i64, -5_000, -100, 0]),
         prop::sample::select(vec![50u64, 2_000, 30_000]),
         prop::sample::select(vec![20u64, 1_000, 10_000]),
-        prop::sample::select(vec![None, Some(-1_000i64), Some(5_000)]),
+        (
+            prop::sample::select(vec![None, Some(-1_000i64), Some(5_000)]),
+            prop::sample::select(vec![-60_000i64, -50, 0]),
+        ),
     )
         .prop_map(
-            |(id, priority, observer, since_ms, seen_ms, ttl_ms, renew_ms, backoff_ms)| RivalSpec {
+            |(
                 id,
                 priority,
                 observer,
-                since_ms: since_ms.min(seen_ms),
+                since_ms,
                 seen_ms,
                 ttl_ms,
                 renew_ms,
-                backoff_ms,
+                (backoff_ms, alive_ms),
+            )| {
+                RivalSpec {
+                    id,
+                    priority,
+                    observer,
+                    since_ms: since_ms.min(seen_ms),
+                    seen_ms,
+                    alive_ms: alive_ms.max(seen_ms),
+                    ttl_ms,
+                    renew_ms,
+                    backoff_ms,
+                }
             },
         )
 }
@@ -193,7 +210,8 @@ async fn run_case(
                         observer: r.observer,
                         since: at(last, r.since_ms),
                         seen_at: at(last, r.seen_ms),
-                        expires_at: at(last, r.seen_ms).plus_ms(r.ttl_ms),
+                        expires_at: at(last, r.alive_ms).plus_ms(r.ttl_ms),
+                        alive_at: at(last, r.alive_ms),
                         renew_ms: r.renew_ms,
                         backoff_until: r.backoff_ms.map(|ms| at(last, ms)),
                     })

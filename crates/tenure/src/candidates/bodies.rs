@@ -266,6 +266,46 @@ pub(crate) async fn live(
     candidates(&tx.fetch(&s.live, &[Arg::Int(now.0)]).await?)
 }
 
+// === staying registered while holding off ===
+
+/// Extends a registration's life by its ttl without a campaign: `seen_at` stays, so that the
+/// candidate counts as live (`tenure candidates`, a handover to it) but not as campaigning
+/// (nobody waits for it).
+pub(super) struct KeepAlive<'a> {
+    pub(super) statements: &'a OnceLock<Statements>,
+    pub(super) registration: &'a Registration,
+    pub(super) incarnation: &'a str,
+}
+
+#[async_trait::async_trait]
+impl Body for KeepAlive<'_> {
+    fn writes(&self) -> bool {
+        true
+    }
+
+    fn op(&self) -> &'static str {
+        "keep_registered"
+    }
+
+    fn name(&self) -> Option<&str> {
+        Some(&self.registration.name)
+    }
+
+    async fn run(&mut self, tx: &mut dyn Tx) -> Result<Outcome> {
+        let s = statements(self.statements, tx);
+        let r = self.registration;
+        let expires = tx.now().await?.plus_ms(r.ttl_ms);
+        let args = [
+            Arg::Int(expires.0),
+            Arg::Text(&r.name),
+            Arg::Text(&r.candidate),
+            Arg::Text(self.incarnation),
+        ];
+        tx.execute(&s.keep, &args).await?;
+        Ok(Outcome::Commit)
+    }
+}
+
 // === a clean stop ===
 
 /// Drops a registration at once.

@@ -8,9 +8,10 @@
 //! - **It stands for its tenure.** The target's row records the lease's term at the handover
 //!   (`chosen_after`): the first tenure after it, if the target's, is not handed over for
 //!   priority (the model's `Standing::chosen_after`). The next tenure follows priorities again.
-//! - A target not yet started gets a row that is not live, seen now and expected to campaign
-//!   within one ttl of the lease: the reservation lasts that long, as for any target the
-//!   registry does not know, and the row carries the mark for its tenure.
+//! - A target not yet started gets a row that is not live, with a sign of life now (a ttl of
+//!   0) and expected to campaign within one ttl of the lease: the reservation lasts that long,
+//!   as for any target the registry does not know, and the row carries the mark for its
+//!   tenure.
 
 use super::bodies::{candidates, int, statements};
 use super::statements::Statements;
@@ -139,27 +140,13 @@ async fn mark(
                 .await
         }
         Row::Dead => {
-            let args = [
-                Arg::Int(now.0),
-                Arg::Int(ttl),
-                Arg::Int(after),
-                key[0],
-                key[1],
-            ];
+            let at = Arg::Int(now.0);
+            let args = [at, at, Arg::Int(ttl), Arg::Int(after), key[0], key[1]];
             tx.execute(&s.expect, &args).await
         }
         Row::Missing => {
             let at = Arg::Int(now.0);
-            let args = [
-                key[0],
-                key[1],
-                at,
-                at,
-                at,
-                Arg::Int(ttl),
-                Arg::Int(ttl),
-                Arg::Int(after),
-            ];
+            let args = [key[0], key[1], at, at, at, Arg::Int(ttl), Arg::Int(after)];
             tx.execute(&s.expect_new, &args).await
         }
     }

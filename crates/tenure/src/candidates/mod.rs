@@ -103,6 +103,12 @@ impl Candidate {
             since: self.since,
             seen_at: self.seen_at,
             expires_at: self.expires_at,
+            // Every registration, a campaign or a keep-alive, sets `expires_at` a ttl ahead.
+            alive_at: DbTime(
+                self.expires_at
+                    .0
+                    .saturating_sub(i64::try_from(self.ttl.as_micros()).unwrap_or(i64::MAX)),
+            ),
             renew_ms: crate::model::duration_ms(self.campaigns_within),
             backoff_until: self.backoff_until,
         }
@@ -248,6 +254,18 @@ impl Candidates {
         body.answer.unwrap_or(Err(Error::Unsupported(
             "a handover that ran no transaction",
         )))
+    }
+
+    /// Keeps `registration` live for another ttl without campaigning: an elector that holds
+    /// off (after a demote, longer than its ttl) is still a live candidate, not a campaigning
+    /// one.
+    pub(crate) async fn keep_alive(&self, registration: &Registration) -> Result<()> {
+        let mut body = bodies::KeepAlive {
+            statements: &self.statements,
+            registration,
+            incarnation: &self.incarnation,
+        };
+        self.store.transaction(&mut body).await
     }
 
     /// Drops `candidate` of `name` from the registry at once (a clean stop).

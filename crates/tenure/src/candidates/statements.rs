@@ -38,12 +38,15 @@ pub(crate) struct Statements {
     /// candidate.
     pub(super) choose: String,
     /// A handover target not yet registered, expected to campaign within `renew_ms`: a row
-    /// that is not live. Parameters: name, candidate, since, seen, expires (µs), ttl_ms,
-    /// renew_ms, chosen after.
+    /// that is not live, its sign of life now (`expires_at` now, a ttl of 0). Parameters: name,
+    /// candidate, since, seen, expires (µs), renew_ms, chosen after.
     pub(super) expect_new: String,
-    /// The same for a target whose row is not live. Parameters: seen (µs), renew_ms, chosen
-    /// after, name, candidate.
+    /// The same for a target whose row is not live. Parameters: seen, expires (µs), renew_ms,
+    /// chosen after, name, candidate.
     pub(super) expect: String,
+    /// A live candidate that holds off (after a demote) stays registered, not campaigning.
+    /// Parameters: expires (µs), name, candidate, incarnation.
+    pub(super) keep: String,
     /// Parameters: name, candidate.
     pub(super) delete: String,
     /// At most [`PURGE_BATCH`] rows of a name that expired before an instant and whose
@@ -152,7 +155,7 @@ impl Statements {
             expect_new: format!(
                 "INSERT INTO {table} (name, candidate, priority, observer, metadata, since, \
                  seen_at, expires_at, ttl_ms, renew_ms, chosen_after) \
-                 VALUES ({}, {}, 0, {}, NULL, {}, {}, {}, {}, {}, {})",
+                 VALUES ({}, {}, 0, {}, NULL, {}, {}, {}, 0, {}, {})",
                 p(1),
                 p(2),
                 match kind {
@@ -163,17 +166,25 @@ impl Statements {
                 us(&p(4)),
                 us(&p(5)),
                 p(6),
-                p(7),
-                p(8)
+                p(7)
             ),
             expect: format!(
-                "UPDATE {table} SET seen_at = {}, renew_ms = {}, chosen_after = {} \
-                 WHERE name = {} AND candidate = {}",
+                "UPDATE {table} SET seen_at = {}, expires_at = {}, ttl_ms = 0, renew_ms = {}, \
+                 chosen_after = {} WHERE name = {} AND candidate = {}",
+                us(&p(1)),
+                us(&p(2)),
+                p(3),
+                p(4),
+                p(5),
+                p(6)
+            ),
+            keep: format!(
+                "UPDATE {table} SET expires_at = {} WHERE name = {} AND candidate = {} \
+                 AND incarnation = {}",
                 us(&p(1)),
                 p(2),
                 p(3),
-                p(4),
-                p(5)
+                p(4)
             ),
             delete: format!(
                 "DELETE FROM {table} WHERE name = {} AND candidate = {}",

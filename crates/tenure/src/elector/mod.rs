@@ -174,6 +174,7 @@ impl ElectorBuilder {
             ledger: Default::default(),
             paused: false,
             not_before: Instant::now(),
+            registered_at: Instant::now(),
         };
         let handle = tokio::spawn(task.run());
         Ok(Elector {
@@ -208,7 +209,8 @@ impl ElectorBuilder {
 ///   guard has been dropped, or at its local deadline at the latest.
 /// - After a demote the elector holds off until the lease's lock-delay has run out plus
 ///   [`Timing::release_hold_off`], so that another live candidate takes the lead; alone, it
-///   leads again after that. After a handover to another candidate it keeps polling: the
+///   leads again after that. Meanwhile it keeps its registration live every renew interval
+///   without campaigning: it is still a live candidate, but nobody waits for it. After a handover to another candidate it keeps polling: the
 ///   reservation keeps it out until the target has taken the lease, or the reservation has
 ///   lapsed (the target stopped campaigning: then it leads again at its next poll).
 ///

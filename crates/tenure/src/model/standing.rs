@@ -22,8 +22,9 @@
 //!   off hands over to any campaigning rival of another priority that counts. The tenure an
 //!   operator handed to a candidate is not handed over for priority (`chosen_after`).
 //! - **A reservation ends with its target's cadence.** Once the target of a reservation has
-//!   not campaigned within its cadence, the reservation has lapsed for every campaign with a
-//!   standing: a dead better candidate costs the leader that gap, never a ttl.
+//!   shown no sign of life (a campaign, or a keep-alive while it holds off) within its cadence,
+//!   the reservation has lapsed for every campaign with a standing: a dead better candidate
+//!   costs the leader that gap, never a ttl.
 //! - Observers are never rivals.
 
 use super::{DbTime, Epoch};
@@ -44,8 +45,12 @@ pub struct Rival {
     pub since: DbTime,
     /// When it last registered (campaigned).
     pub seen_at: DbTime,
-    /// Until when it counts as live without registering again (its ttl after `seen_at`).
+    /// Until when it counts as live without registering again (its ttl after its last sign
+    /// of life).
     pub expires_at: DbTime,
+    /// Its last sign of life: its last campaign (`seen_at`), or a later keep-alive while it
+    /// holds off (after a demote) — alive, not campaigning.
+    pub alive_at: DbTime,
     /// The longest a live candidate goes between two campaigns: its renew interval plus its
     /// database timeout (one campaign's round trip at most).
     pub renew_ms: u64,
@@ -104,13 +109,14 @@ impl Standing<'_> {
         backs_off(self.backoff_until, now)
     }
 
-    /// Whether a reservation for `target` has lapsed at `now`: the registry shows that the
-    /// target has not campaigned within its cadence. A target the registry does not know (a
-    /// process not yet started) keeps the reservation for its usual time.
+    /// Whether a reservation for `target` has lapsed at `now`: the registry shows no sign of
+    /// life of the target (a campaign, or a keep-alive while it holds off) within its cadence.
+    /// A target the registry does not know (a process not yet started) keeps the reservation
+    /// for its usual time.
     pub(super) fn abandoned(&self, target: &str, now: DbTime) -> bool {
         self.rivals
             .iter()
-            .any(|r| r.candidate == target && r.seen_at.plus_ms(r.renew_ms) <= now)
+            .any(|r| r.candidate == target && r.alive_at.plus_ms(r.renew_ms) <= now)
     }
 
     /// Whether the tenure `term` is the one an operator handed to this candidate: the first

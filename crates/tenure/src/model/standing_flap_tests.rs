@@ -27,6 +27,7 @@ fn rival(candidate: &str, priority: i32, since: i64, seen: i64) -> Rival {
         since: at(since),
         seen_at: at(seen),
         expires_at: at(seen).plus_ms(2_000),
+        alive_at: at(seen),
         renew_ms: 900,
         ..Rival::default()
     }

@@ -39,6 +39,7 @@ fn better(since: i64, seen: i64, ttl_ms: u64, renew_ms: u64) -> Rival {
         since: at(since),
         seen_at: at(seen),
         expires_at: at(seen).plus_ms(ttl_ms),
+        alive_at: at(seen),
         renew_ms,
         ..Rival::default()
     }
@@ -183,4 +184,42 @@ fn a_dead_candidate_with_a_longer_ttl_is_handed_over_to_once() {
         "led again at {back} ms: later than the dead candidate's cadence after it was last \
          seen plus one renew interval"
     );
+}
+
+/// A target that holds off after a demote keeps its registration alive without campaigning:
+/// the reservation stands (it will campaign when its hold-off ends), although nobody waits for
+/// it on a free lease.
+#[test]
+fn a_reservation_for_a_live_candidate_that_holds_off_stands() {
+    let holding_off = [Rival {
+        alive_at: at(2_800),
+        ..better(0, 1_000, 2_000, 900)
+    }];
+    let reserved = Lease {
+        holder: None,
+        handover_to: Some("best".into()),
+        expires_at: at(1_500),
+        ..held_by_low(7, 1_000, 2_000)
+    };
+    let d = decide_among(
+        at(3_000),
+        NAME,
+        Some(&reserved),
+        &campaign("low", None, 2_000),
+        Some(&low_standing(&holding_off)),
+    );
+    assert_eq!(d.effect, Effect::Unavailable, "{d:?}");
+    // Not campaigning (last seen at 1_000): a free lease does not wait for it.
+    let free = Lease {
+        handover_to: None,
+        ..reserved
+    };
+    let d = decide_among(
+        at(3_000),
+        NAME,
+        Some(&free),
+        &campaign("low", None, 2_000),
+        Some(&low_standing(&holding_off)),
+    );
+    assert!(matches!(d.effect, Effect::Acquired { .. }), "{d:?}");
 }
