@@ -174,6 +174,7 @@ mod tests {
             expires_at: at(seen_at + 1_000),
             ttl: Duration::from_secs(1),
             campaigns_within: Duration::from_millis(300),
+            settle: Duration::from_millis(100),
             incarnation: Some("run".into()),
             expiries: 0,
             backoff_until: None,

@@ -39,6 +39,7 @@ struct RivalSpec {
     alive_ms: i64,
     ttl_ms: u64,
     renew_ms: u64,
+    settle_ms: u64,
     backoff_ms: Option<i64>,
 }
 
@@ -77,6 +78,7 @@ fn rival() -> impl Strategy<Value = RivalSpec> {
         (
             prop::sample::select(vec![None, Some(-1_000i64), Some(5_000)]),
             prop::sample::select(vec![-60_000i64, -50, 0]),
+            prop::sample::select(vec![0u64, 500, 5_000]),
         ),
     )
         .prop_map(
@@ -88,7 +90,7 @@ fn rival() -> impl Strategy<Value = RivalSpec> {
                 seen_ms,
                 ttl_ms,
                 renew_ms,
-                (backoff_ms, alive_ms),
+                (backoff_ms, alive_ms, settle_ms),
             )| {
                 RivalSpec {
                     id,
@@ -99,6 +101,7 @@ fn rival() -> impl Strategy<Value = RivalSpec> {
                     alive_ms: alive_ms.max(seen_ms),
                     ttl_ms,
                     renew_ms,
+                    settle_ms,
                     backoff_ms,
                 }
             },
@@ -213,6 +216,7 @@ async fn run_case(
                         expires_at: at(last, r.alive_ms).plus_ms(r.ttl_ms),
                         alive_at: at(last, r.alive_ms),
                         renew_ms: r.renew_ms,
+                        settle_ms: r.settle_ms,
                         backoff_until: r.backoff_ms.map(|ms| at(last, ms)),
                     })
                     .collect();

@@ -45,6 +45,7 @@ fn candidate(row: &dyn Row) -> Result<Candidate> {
         expires_at: DbTime(row.int("expires_us")?),
         ttl: Duration::from_millis(unsigned(row.int("ttl_ms")?)),
         campaigns_within: Duration::from_millis(unsigned(row.int("renew_ms")?)),
+        settle: Duration::from_millis(unsigned(row.int("settle_ms")?)),
         incarnation: row.opt_text("incarnation")?,
         expiries: u32::try_from(row.int("expiries")?).unwrap_or(u32::MAX),
         backoff_until: row.opt_int("backoff_us")?.map(DbTime),
@@ -190,6 +191,7 @@ pub(crate) async fn register(
     let since = registration_since(now, incarnation, previous);
     let expires = now.plus_ms(r.ttl_ms);
     let (ttl, renew) = (int("ttl", r.ttl_ms)?, int("renew interval", r.renew_ms)?);
+    let settle = int("settle", r.settle_ms)?;
     let values = [
         Arg::Int(i64::from(r.priority)),
         Arg::Bool(r.observer),
@@ -199,6 +201,7 @@ pub(crate) async fn register(
         Arg::Int(expires.0),
         Arg::Int(ttl),
         Arg::Int(renew),
+        Arg::Int(settle),
         Arg::Text(incarnation),
     ];
     let key = [Arg::Text(&r.name), Arg::Text(&r.candidate)];

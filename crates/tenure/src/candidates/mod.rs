@@ -65,6 +65,9 @@ pub struct Candidate {
     /// The longest it goes between two campaigns while live: its renew interval plus its
     /// database timeout.
     pub campaigns_within: Duration,
+    /// Its settle time: how long a candidate of higher priority must have campaigned before
+    /// this one gives way to it.
+    pub settle: Duration,
     /// The incarnation (one elector's run) that registered last; `None` for a row an
     /// operator's handover wrote for a candidate not yet started.
     pub incarnation: Option<String>,
@@ -110,6 +113,7 @@ impl Candidate {
                     .saturating_sub(i64::try_from(self.ttl.as_micros()).unwrap_or(i64::MAX)),
             ),
             renew_ms: crate::model::duration_ms(self.campaigns_within),
+            settle_ms: crate::model::duration_ms(self.settle),
             backoff_until: self.backoff_until,
         }
     }

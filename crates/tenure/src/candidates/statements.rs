@@ -26,10 +26,10 @@ pub(crate) struct Statements {
     /// One row. Parameters: name, candidate.
     pub(super) one: String,
     /// Parameters: name, candidate, priority, observer, metadata, since, seen, expires (µs),
-    /// ttl_ms, renew_ms, incarnation.
+    /// ttl_ms, renew_ms, settle_ms, incarnation.
     pub(super) insert: String,
     /// Parameters: priority, observer, metadata, since, seen, expires (µs), ttl_ms,
-    /// renew_ms, incarnation, name, candidate.
+    /// renew_ms, settle_ms, incarnation, name, candidate.
     pub(super) update: String,
     /// A tenure of the candidate ended by expiry: its back-off. Parameters: expiries,
     /// backoff until (µs, or NULL), name, candidate.
@@ -63,7 +63,7 @@ impl Statements {
         let table = format!("{prefix}candidate");
         let columns = format!(
             "{} AS name, {} AS candidate, priority, observer, {} AS metadata, \
-             {} AS since_us, {} AS seen_us, {} AS expires_us, ttl_ms, renew_ms, \
+             {} AS since_us, {} AS seen_us, {} AS expires_us, ttl_ms, renew_ms, settle_ms, \
              {} AS incarnation, expiries, {} AS backoff_us, chosen_after",
             t("name"),
             t("candidate"),
@@ -108,8 +108,8 @@ impl Statements {
             ),
             insert: format!(
                 "INSERT INTO {table} (name, candidate, priority, observer, metadata, since, \
-                 seen_at, expires_at, ttl_ms, renew_ms, incarnation) \
-                 VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
+                 seen_at, expires_at, ttl_ms, renew_ms, settle_ms, incarnation) \
+                 VALUES ({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
                 p(1),
                 p(2),
                 p(3),
@@ -120,12 +120,13 @@ impl Statements {
                 us(&p(8)),
                 p(9),
                 p(10),
-                p(11)
+                p(11),
+                p(12)
             ),
             update: format!(
                 "UPDATE {table} SET priority = {}, observer = {}, metadata = {}, since = {}, \
-                 seen_at = {}, expires_at = {}, ttl_ms = {}, renew_ms = {}, incarnation = {} \
-                 WHERE name = {} AND candidate = {}",
+                 seen_at = {}, expires_at = {}, ttl_ms = {}, renew_ms = {}, settle_ms = {}, \
+                 incarnation = {} WHERE name = {} AND candidate = {}",
                 p(1),
                 p(2),
                 p(3),
@@ -136,7 +137,8 @@ impl Statements {
                 p(8),
                 p(9),
                 p(10),
-                p(11)
+                p(11),
+                p(12)
             ),
             back_off: format!(
                 "UPDATE {table} SET expiries = {}, backoff_until = {} \
@@ -295,6 +297,7 @@ const POSTGRES: &[&str] = &[
     expires_at TIMESTAMPTZ NOT NULL,
     ttl_ms BIGINT NOT NULL,
     renew_ms BIGINT NOT NULL,
+    settle_ms BIGINT NOT NULL DEFAULT 0,
     incarnation TEXT COLLATE \"C\",
     expiries BIGINT NOT NULL DEFAULT 0,
     backoff_until TIMESTAMPTZ,
@@ -305,6 +308,7 @@ const POSTGRES: &[&str] = &[
 ];
 
 const POSTGRES_COLUMNS: &[(&str, &str)] = &[
+    ("settle_ms", "BIGINT NOT NULL DEFAULT 0"),
     ("incarnation", "TEXT COLLATE \"C\""),
     ("expiries", "BIGINT NOT NULL DEFAULT 0"),
     ("backoff_until", "TIMESTAMPTZ"),
@@ -322,6 +326,7 @@ const MYSQL: &[&str] = &["CREATE TABLE IF NOT EXISTS {p}candidate (
     expires_at DATETIME(6) NOT NULL,
     ttl_ms BIGINT NOT NULL,
     renew_ms BIGINT NOT NULL,
+    settle_ms BIGINT NOT NULL DEFAULT 0,
     incarnation VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
     expiries BIGINT NOT NULL DEFAULT 0,
     backoff_until DATETIME(6) NULL,
@@ -331,6 +336,7 @@ const MYSQL: &[&str] = &["CREATE TABLE IF NOT EXISTS {p}candidate (
 ) ENGINE=InnoDB"];
 
 const MYSQL_COLUMNS: &[(&str, &str)] = &[
+    ("settle_ms", "BIGINT NOT NULL DEFAULT 0"),
     (
         "incarnation",
         "VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL",
@@ -352,6 +358,7 @@ const SQLITE: &[&str] = &[
     expires_at TEXT NOT NULL,
     ttl_ms INTEGER NOT NULL,
     renew_ms INTEGER NOT NULL,
+    settle_ms INTEGER NOT NULL DEFAULT 0,
     incarnation TEXT,
     expiries INTEGER NOT NULL DEFAULT 0,
     backoff_until TEXT,
@@ -362,6 +369,7 @@ const SQLITE: &[&str] = &[
 ];
 
 const SQLITE_COLUMNS: &[(&str, &str)] = &[
+    ("settle_ms", "INTEGER NOT NULL DEFAULT 0"),
     ("incarnation", "TEXT"),
     ("expiries", "INTEGER NOT NULL DEFAULT 0"),
     ("backoff_until", "TEXT"),

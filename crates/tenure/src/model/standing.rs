@@ -9,12 +9,14 @@
 //!   campaigns). Its priority *counts* once it has been seen campaigning across the settle
 //!   time in its current incarnation (a restart, with the same id or another, settles again)
 //!   and while it is not backing off (its tenures kept ending by expiry: see [`Backoff`]).
-//! - **Failover picks the best candidate whose priority counts.** A vacant or expired lease
-//!   is not taken while a campaigning rival outranks the campaigner: a higher priority that
-//!   counts, or — while the campaigner's own priority does not count yet — a lower one that
-//!   does (a healthy candidate leads while a new or failing better one proves itself). Equal
-//!   priorities never wait. A rival that stops campaigning (crashed, stopped, cut off) stalls
-//!   a failover by its cadence after it was last seen at most.
+//! - **Failover picks the best candidate whose priority counts.** Of two campaigning
+//!   candidates of different priorities, judged with the lower one's settle time: if the
+//!   higher one counts, it takes a free lease and the lower one waits; if only the lower one
+//!   counts (the higher one is new, or backs off), the lower one takes it and the higher one
+//!   waits — a healthy candidate leads while a new or failing better one proves itself; if
+//!   neither counts (a cold start), the higher one takes it. So two candidates never wait for
+//!   each other. Equal priorities never wait. A rival that stops campaigning (crashed,
+//!   stopped, cut off) stalls a failover by its cadence after it was last seen at most.
 //! - **The preferred leader comes back.** When the holder renews and a campaigning rival of
 //!   higher priority counts, the holder hands over to it — the graceful handover path: the
 //!   lease is reserved for the rival (`handover_to`), the holder steps down, stops its work and
@@ -54,6 +56,9 @@ pub struct Rival {
     /// The longest a live candidate goes between two campaigns: its renew interval plus its
     /// database timeout (one campaign's round trip at most).
     pub renew_ms: u64,
+    /// Its own settle time: how long a candidate of higher priority must have campaigned
+    /// before it gives way to that one.
+    pub settle_ms: u64,
     /// Until when its priority does not count: its tenures kept ending by expiry.
     pub backoff_until: Option<DbTime>,
 }
@@ -79,13 +84,27 @@ pub struct Standing<'a> {
 }
 
 impl Standing<'_> {
-    /// A rival that a free lease waits for at `now`: a campaigning one that outranks this
-    /// candidate (see the module docs).
+    /// A rival that a free lease waits for at `now`: a campaigning one that takes it instead
+    /// (see the module docs). Each side of a pair judges with the settle time of the lower
+    /// one, so that two candidates never wait for each other.
     pub(super) fn holds_off(&self, now: DbTime) -> Option<&Rival> {
-        let mine = (self.counts(now), self.priority);
+        let backing_off = backs_off(self.backoff_until, now);
         self.campaigning(now)
             .filter(|r| {
-                r.priority != self.priority && (self.rival_counts(r, now), r.priority) > mine
+                if r.priority > self.priority {
+                    // Unless this one's own priority counts and the better one's does not
+                    // over it yet: then the better one defers to this one.
+                    self.rival_counts(r, now) || !self.counts(now)
+                } else if r.priority < self.priority {
+                    // Deference: the lower one's priority counts (by its own settle time), and
+                    // this one's does not over it (by the same) — it takes the lease.
+                    let theirs = r.since.plus_ms(r.settle_ms) <= r.seen_at
+                        && !backs_off(r.backoff_until, now);
+                    let mine = self.since.plus_ms(r.settle_ms) <= now && !backing_off;
+                    theirs && !mine
+                } else {
+                    false
+                }
             })
             .max_by(|a, b| rank(a, b))
     }

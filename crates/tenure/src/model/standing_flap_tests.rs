@@ -19,7 +19,8 @@ fn campaign(candidate: &str, term: Option<u64>) -> Op {
     }
 }
 
-/// A rival of `priority` registered at `since`, last seen at `seen` (cadence 900 ms).
+/// A rival of `priority` registered at `since`, last seen at `seen` (cadence 900 ms, settle
+/// 500 ms).
 fn rival(candidate: &str, priority: i32, since: i64, seen: i64) -> Rival {
     Rival {
         candidate: candidate.to_string(),
@@ -29,6 +30,7 @@ fn rival(candidate: &str, priority: i32, since: i64, seen: i64) -> Rival {
         expires_at: at(seen).plus_ms(2_000),
         alive_at: at(seen),
         renew_ms: 900,
+        settle_ms: 500,
         ..Rival::default()
     }
 }
@@ -307,4 +309,68 @@ fn a_target_the_registry_does_not_know_keeps_its_reservation_one_ttl() {
     };
     assert_eq!(at_(11_999), Effect::Unavailable);
     assert!(matches!(at_(12_000), Effect::Acquired { .. }));
+}
+
+/// Two campaigning candidates of different priorities and settle times, each at any stage of
+/// its run (new, settled, backing off) and seen a moment ago: never does each wait for the
+/// other on a free lease (each judges a pair with the lower one's settle time).
+#[test]
+fn two_candidates_never_wait_for_each_other() {
+    #[derive(Clone, Copy, Debug)]
+    struct Side {
+        priority: i32,
+        settle_ms: u64,
+        age_ms: i64,
+        lag_ms: i64,
+        backing_off: bool,
+    }
+    let now = 10_000;
+    let sides = || {
+        let mut all = Vec::new();
+        for priority in [1, 5] {
+            for settle_ms in [0, 500, 2_000] {
+                for age_ms in [0, 300, 1_000, 5_000] {
+                    for lag_ms in [0, 200] {
+                        for backing_off in [false, true] {
+                            all.push(Side {
+                                priority,
+                                settle_ms,
+                                age_ms,
+                                lag_ms,
+                                backing_off,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        all
+    };
+    let as_rival = |id: &str, s: Side| Rival {
+        settle_ms: s.settle_ms,
+        backoff_until: s.backing_off.then(|| at(now + 5_000)),
+        ..rival(id, s.priority, now - s.age_ms, now - s.lag_ms.min(s.age_ms))
+    };
+    let waits = |me: Side, id: &str, other: &Rival| {
+        let rivals = [other.clone()];
+        let standing = Standing {
+            priority: me.priority,
+            settle_ms: me.settle_ms,
+            since: at(now - me.age_ms),
+            backoff_until: me.backing_off.then(|| at(now + 5_000)),
+            rivals: &rivals,
+            ..Standing::default()
+        };
+        !takes(&standing, id, now)
+    };
+    let mut cases = 0;
+    for x in sides() {
+        for y in sides().into_iter().filter(|y| y.priority != x.priority) {
+            let x_waits = waits(x, "x", &as_rival("y", y));
+            let y_waits = waits(y, "y", &as_rival("x", x));
+            assert!(!(x_waits && y_waits), "both wait: {x:?} and {y:?}");
+            cases += 1;
+        }
+    }
+    assert_eq!(cases, 96 * 48);
 }

@@ -27,6 +27,7 @@ fn rival(candidate: &str, priority: i32, since: i64, seen: i64) -> Rival {
         expires_at: at(seen).plus_ms(4_000),
         alive_at: at(seen),
         renew_ms: 1_000,
+        settle_ms: 1_000,
         backoff_until: None,
     }
 }
