@@ -181,7 +181,7 @@ mod tests {
         // A store that may not create tables names the first column the older table lacks.
         let checking = Store::open(url, options.clone().auto_create(false), &[&V2]).await;
         match checking {
-            Err(crate::Error::SchemaMissing { table, .. }) => {
+            Err(Error::SchemaMissing { table, .. }) => {
                 assert_eq!(table, format!("{prefix}grow.note"));
             }
             other => panic!("{url}: {other:?}"),
