@@ -3,30 +3,29 @@
 
 use super::statements::Statements;
 use super::{Candidate, Registration, Roster};
-use crate::backend::tx::{Arg, BackendKind, Body, Outcome, Row, Schema, Tx};
+use crate::backend::tx::int::{self, bigint as int};
+use crate::backend::tx::{cell, Arg, BackendKind, Body, Outcome, Row, Schema, Tx};
 use crate::error::{Error, Result};
 use crate::model::{duration_ms, registration_since, DbTime, Effect, Epoch, Op, Standing};
 use crate::records::Applied;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 /// How long after its expiry a registration is purged (when its name is next campaigned for).
 const PURGE_AFTER_MS: u64 = 24 * 3600 * 1000;
 
-pub(super) fn statements<'s>(cell: &'s OnceLock<Statements>, tx: &dyn Tx) -> &'s Statements {
-    cell.get_or_init(|| Statements::new(tx.prefix(), tx.dialect(), tx.kind()))
-}
-
-fn unsigned(v: i64) -> u64 {
-    u64::try_from(v).unwrap_or(0)
-}
-
-pub(super) fn int(what: &'static str, v: u64) -> Result<i64> {
-    i64::try_from(v).map_err(|_| Error::Invalid {
-        what,
-        value: v.to_string(),
-        rule: "at most 9223372036854775807 (a BIGINT)",
+/// The registry's statements on `tx`'s store, built the first time.
+pub(super) fn statements<'s>(cell: &'s Cell, tx: &dyn Tx) -> &'s Statements {
+    cell.get(tx, |tx| {
+        Statements::new(tx.prefix(), tx.dialect(), tx.kind())
     })
+}
+
+/// The registry's statement cell.
+pub(super) type Cell = cell::Statements<Statements>;
+
+/// A stored duration or term of the registry, read back unsigned.
+fn unsigned(v: i64) -> Result<u64> {
+    int::unsigned("candidate", "value", v)
 }
 
 fn candidate(row: &dyn Row) -> Result<Candidate> {
@@ -34,22 +33,19 @@ fn candidate(row: &dyn Row) -> Result<Candidate> {
     Ok(Candidate {
         name: row.text("name")?,
         candidate: row.text("candidate")?,
-        priority: i32::try_from(priority).map_err(|_| Error::Corrupt {
-            table: "candidate".to_string(),
-            reason: format!("priority {priority} is not an i32"),
-        })?,
+        priority: int::int32("candidate", "priority", priority)?,
         observer: row.boolean("observer")?,
         metadata: row.opt_text("metadata")?,
         since: DbTime(row.int("since_us")?),
         seen_at: DbTime(row.int("seen_us")?),
         expires_at: DbTime(row.int("expires_us")?),
-        ttl: Duration::from_millis(unsigned(row.int("ttl_ms")?)),
-        campaigns_within: Duration::from_millis(unsigned(row.int("renew_ms")?)),
-        settle: Duration::from_millis(unsigned(row.int("settle_ms")?)),
+        ttl: Duration::from_millis(unsigned(row.int("ttl_ms")?)?),
+        campaigns_within: Duration::from_millis(unsigned(row.int("renew_ms")?)?),
+        settle: Duration::from_millis(unsigned(row.int("settle_ms")?)?),
         incarnation: row.opt_text("incarnation")?,
         expiries: u32::try_from(row.int("expiries")?).unwrap_or(u32::MAX),
         backoff_until: row.opt_int("backoff_us")?.map(DbTime),
-        chosen_after: row.opt_int("chosen_after")?.map(unsigned),
+        chosen_after: row.opt_int("chosen_after")?.map(unsigned).transpose()?,
     })
 }
 
@@ -63,7 +59,7 @@ pub(super) fn candidates(rows: &[Box<dyn Row>]) -> Result<Vec<Candidate>> {
 /// if it had expired), its rivals read, and the lease decided among them by the model — or,
 /// for an observer, the lease read.
 pub(super) struct Campaign<'a> {
-    statements: &'a OnceLock<Statements>,
+    statements: &'a Cell,
     registration: &'a Registration,
     incarnation: &'a str,
     op: Option<&'a Op>,
@@ -72,7 +68,7 @@ pub(super) struct Campaign<'a> {
 
 impl<'a> Campaign<'a> {
     pub(super) fn new(
-        statements: &'a OnceLock<Statements>,
+        statements: &'a Cell,
         registration: &'a Registration,
         incarnation: &'a str,
         op: Option<&'a Op>,
@@ -164,7 +160,7 @@ impl Body for Campaign<'_> {
 /// reservation target's, whatever their state — read through the index on live rows, never
 /// every dead one.
 pub(crate) async fn register(
-    cell: &OnceLock<Statements>,
+    cell: &Cell,
     tx: &mut dyn Tx,
     r: &Registration,
     incarnation: &str,
@@ -239,7 +235,7 @@ fn purge_args(kind: BackendKind, name: &str, before: DbTime) -> Vec<Arg<'_>> {
 /// The tenure of `previous` ended by expiry (found at `now` by the campaign that took the
 /// lease over): its registration, if it has one, backs off as the model says.
 async fn back_off(
-    cell: &OnceLock<Statements>,
+    cell: &Cell,
     tx: &mut dyn Tx,
     name: &str,
     previous: &str,
@@ -264,11 +260,7 @@ async fn back_off(
 }
 
 /// Every live registration at `now`, read in the transaction.
-pub(crate) async fn live(
-    cell: &OnceLock<Statements>,
-    tx: &mut dyn Tx,
-    now: DbTime,
-) -> Result<Vec<Candidate>> {
+pub(crate) async fn live(cell: &Cell, tx: &mut dyn Tx, now: DbTime) -> Result<Vec<Candidate>> {
     let s = statements(cell, tx);
     candidates(&tx.fetch(&s.live, &[Arg::Int(now.0)]).await?)
 }
@@ -279,7 +271,7 @@ pub(crate) async fn live(
 /// candidate counts as live (`tenure candidates`, a handover to it) but not as campaigning
 /// (nobody waits for it).
 pub(super) struct KeepAlive<'a> {
-    pub(super) statements: &'a OnceLock<Statements>,
+    pub(super) statements: &'a Cell,
     pub(super) registration: &'a Registration,
     pub(super) incarnation: &'a str,
 }
@@ -317,17 +309,13 @@ impl Body for KeepAlive<'_> {
 
 /// Drops a registration at once.
 pub(super) struct Leave<'a> {
-    statements: &'a OnceLock<Statements>,
+    statements: &'a Cell,
     name: &'a str,
     candidate: &'a str,
 }
 
 impl<'a> Leave<'a> {
-    pub(super) fn new(
-        statements: &'a OnceLock<Statements>,
-        name: &'a str,
-        candidate: &'a str,
-    ) -> Leave<'a> {
+    pub(super) fn new(statements: &'a Cell, name: &'a str, candidate: &'a str) -> Leave<'a> {
         Leave {
             statements,
             name,
@@ -362,13 +350,13 @@ impl Body for Leave<'_> {
 
 /// The candidates of one name, or the live ones of all.
 pub(super) struct List<'a> {
-    statements: &'a OnceLock<Statements>,
+    statements: &'a Cell,
     name: Option<&'a str>,
     roster: Roster,
 }
 
 impl<'a> List<'a> {
-    pub(super) fn of(statements: &'a OnceLock<Statements>, name: Option<&'a str>) -> List<'a> {
+    pub(super) fn of(statements: &'a Cell, name: Option<&'a str>) -> List<'a> {
         List {
             statements,
             name,

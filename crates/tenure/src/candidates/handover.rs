@@ -13,13 +13,13 @@
 //!   as for any target the registry does not know, and the row carries the mark for its
 //!   tenure.
 
-use super::bodies::{candidates, int, statements};
+use super::bodies::{candidates, statements};
 use super::statements::Statements;
+use crate::backend::tx::int::bigint as int;
 use crate::backend::tx::{Arg, Body, Outcome, Tx};
 use crate::error::{Error, Result};
 use crate::model::{DbTime, Effect, Op};
 use crate::records::Applied;
-use std::sync::OnceLock;
 
 /// How an operator hands a name over ([`Candidates::handover`](super::Candidates::handover)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -37,7 +37,7 @@ const RULE: &str = "a live candidate of the name, not an observer (see `tenure c
                     NAME`); for a process not yet started, hand over with --unregistered";
 
 pub(super) struct HandingOver<'a> {
-    pub(super) statements: &'a OnceLock<Statements>,
+    pub(super) statements: &'a super::bodies::Cell,
     pub(super) name: &'a str,
     pub(super) to: &'a str,
     pub(super) how: Handover,

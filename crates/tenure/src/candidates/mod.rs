@@ -37,8 +37,8 @@ use crate::records::Applied;
 use crate::store::Store;
 use bodies::{Campaign, Leave, List};
 pub use handover::Handover;
-use statements::Statements;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+
 use std::time::Duration;
 
 /// One registered candidate of a name, as the registry shows it.
@@ -152,7 +152,7 @@ pub(crate) struct Registration {
 pub struct Candidates {
     store: Store,
     /// Built from the store's dialect and prefix at the first transaction.
-    statements: Arc<OnceLock<Statements>>,
+    statements: bodies::Cell,
     /// This handle's incarnation, registered with every campaign: a new handle (an elector
     /// started again, a restarted process) settles again whatever its candidate id.
     incarnation: Arc<str>,
@@ -163,7 +163,7 @@ impl Candidates {
     pub fn new(store: Store) -> Candidates {
         Candidates {
             store,
-            statements: Arc::default(),
+            statements: bodies::Cell::default(),
             incarnation: format!("{:016x}", crate::rng::next_u64()).into(),
         }
     }
