@@ -213,10 +213,13 @@ pub(crate) struct LeaseArgs {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Candidates")]
 pub(crate) struct StandingArgs {
-    /// This candidate's priority, higher preferred (-2147483648 to 2147483647). A vacant or
-    /// expired lease waits for a live candidate of higher priority (at most one renew interval
-    /// after it was last seen), and a leader hands over to one that has been live for
-    /// --settle: its command stopped first, no overlap. Equal priorities change nothing.
+    /// This candidate's priority, higher preferred (-2147483648 to 2147483647). A priority
+    /// counts once its candidate has campaigned for --settle since it started, and not while
+    /// it backs off (its tenures kept ending by expiry: its ttl, doubling up to 32 ttls). A
+    /// vacant or expired lease waits for a campaigning candidate whose higher priority counts
+    /// (at most its renew interval plus database timeout after it was last seen), and a leader
+    /// hands over to one: its command stopped first, no overlap. Equal priorities change
+    /// nothing.
     #[arg(
         long,
         default_value_t = 0,
@@ -224,8 +227,10 @@ pub(crate) struct StandingArgs {
         allow_negative_numbers = true
     )]
     pub priority: i32,
-    /// How long a candidate of higher priority must have been live before the leader hands
-    /// over to it. Default: one renew interval (ttl/4).
+    /// How long a candidate must have campaigned since it started (a restart begins again,
+    /// whatever its --candidate) before its priority counts here: before this leader hands
+    /// over to it. Longer than a flapping candidate's runs, it never takes the lead. Default:
+    /// one renew interval (ttl/4).
     #[arg(long, value_parser = duration, value_name = "DUR")]
     pub settle: Option<Duration>,
 }
@@ -386,11 +391,17 @@ pub(crate) struct DemoteArgs {
 #[derive(Debug, Args)]
 pub(crate) struct HandoverArgs {
     pub name: String,
+    /// A live candidate of NAME (`tenure candidates NAME`); its tenure stands: priorities do
+    /// not hand it back (the next tenure follows them again).
     pub candidate: String,
     /// Install CANDIDATE with a new term now (unsafe unless writes are fenced: the old leader
     /// may overlap for up to one renew interval).
     #[arg(long)]
     pub now: bool,
+    /// CANDIDATE is a process not yet started: hand over although it is not a live candidate
+    /// (the lease stays reserved for it for one ttl).
+    #[arg(long)]
+    pub unregistered: bool,
 }
 
 #[derive(Debug, Args)]

@@ -1,8 +1,8 @@
 //! The candidates of a name with its leader marked: `tenure candidates NAME`, `GET
 //! /v1/candidates/{name}`, and the live counts of `tenure status`.
 //!
-//! The registry and the lease are two reads (two transactions): the leader mark is the lease's
-//! live holder at the lease's read, which may be a moment younger than the registry's.
+//! The registry and the lease are read in one transaction: the leader mark is the lease's
+//! live holder at the registry's instant.
 
 use crate::output::{human_duration, time};
 use serde::Serialize;
@@ -42,6 +42,11 @@ pub(crate) struct CandidateJson {
     /// Until when it counts as live without registering again.
     pub live_until: String,
     pub ttl_ms: u64,
+    /// How many of its tenures in a row ended by expiry (it crashed or stalled while leading).
+    pub expiries: u32,
+    /// Until when its priority does not count (it backs off after such tenures); null when it
+    /// does not back off.
+    pub backing_off_until: Option<String>,
 }
 
 impl CandidateJson {
@@ -58,6 +63,8 @@ impl CandidateJson {
             last_seen_ms_ago: now.ms_since(c.seen_at),
             live_until: time(c.expires_at),
             ttl_ms: u64::try_from(c.ttl.as_millis()).unwrap_or(u64::MAX),
+            expiries: c.expiries,
+            backing_off_until: c.backoff_until.filter(|_| c.backs_off(now)).map(time),
         }
     }
 }
@@ -69,11 +76,10 @@ impl RosterJson {
     /// A bad name, a timeout, database errors.
     pub(crate) async fn read(store: &Store, name: &str) -> tenure::Result<RosterJson> {
         let roster = Candidates::new(store.clone()).list(name).await?;
-        let lease = store.get(name).await?;
-        let leader = lease
-            .leases
-            .first()
-            .and_then(|l| l.live_holder(lease.now))
+        let leader = roster
+            .lease
+            .as_ref()
+            .and_then(|l| l.live_holder(roster.now))
             .map(str::to_string);
         Ok(RosterJson::new(name, &roster, leader))
     }
@@ -107,6 +113,7 @@ impl RosterJson {
                 let role = match (c.leader, c.observer) {
                     (true, _) => "leader",
                     (false, true) => "observer",
+                    (false, false) if c.backing_off_until.is_some() => "backing off",
                     (false, false) => "candidate",
                 };
                 vec![
@@ -167,6 +174,11 @@ mod tests {
             expires_at: at(seen_at + 1_000),
             ttl: Duration::from_secs(1),
             campaigns_within: Duration::from_millis(300),
+            settle: Duration::from_millis(100),
+            incarnation: Some("run".into()),
+            expiries: 0,
+            backoff_until: None,
+            chosen_after: None,
         }
     }
 
@@ -180,6 +192,7 @@ mod tests {
                 candidate("high", 3, false, 1_400),
                 candidate("dead", 5, false, 100),
             ],
+            lease: None,
         };
         let json = RosterJson::new("n", &roster, Some("low".into()));
         let ids: Vec<&str> = json

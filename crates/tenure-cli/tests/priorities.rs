@@ -6,8 +6,30 @@
 //!
 //! Each child appends `start`/`stop` lines with a CLOCK_MONOTONIC timestamp, its term and pid
 //! to a shared file (see `support/leaders.rs`); the intervals must be disjoint.
+//!
+//! Issue 35: a dead or stopped better candidate costs the leader its cadence at most
+//! (`priorities/gone.rs`), a crash-looping one does not pull the lead (`priorities/flap.rs`),
+//! an operator's handover stands and a typo is refused (`priorities/handover.rs`).
 
 mod support;
+
+#[path = "priorities/flap.rs"]
+mod flap;
+#[path = "priorities/gone.rs"]
+mod gone;
+#[path = "priorities/handover.rs"]
+mod handover;
+#[path = "priorities/registry.rs"]
+mod registry;
+
+use flap::{
+    a_crash_looping_better_candidate_with_new_ids, a_crash_looping_better_candidate_with_one_id,
+};
+use gone::{a_dead_better_candidate, a_stopped_better_candidate_with_a_longer_ttl};
+use handover::{
+    a_handover_to_a_candidate_that_is_not_live_is_refused,
+    an_operator_handover_stands_for_its_tenure,
+};
 
 use nix::sys::signal::{kill, Signal};
 use std::time::Duration;
@@ -25,7 +47,7 @@ fn priorities(kind: BackendKind) {
 }
 
 /// The running child of candidate `id`, if any.
-fn running<'a>(all: &'a [Interval], id: &str) -> Option<&'a Interval> {
+pub(crate) fn running<'a>(all: &'a [Interval], id: &str) -> Option<&'a Interval> {
     all.iter().find(|i| i.label == id && i.stop.is_none())
 }
 
@@ -134,7 +156,15 @@ fn priorities_on(b: &Backend) {
     assert_eq!(roster["leader"], "P2");
 }
 
-per_backend!(priorities);
+per_backend!(
+    priorities,
+    a_dead_better_candidate,
+    a_stopped_better_candidate_with_a_longer_ttl,
+    a_crash_looping_better_candidate_with_one_id,
+    a_crash_looping_better_candidate_with_new_ids,
+    an_operator_handover_stands_for_its_tenure,
+    a_handover_to_a_candidate_that_is_not_live_is_refused,
+);
 
 #[test]
 fn priorities_through_pgbouncer() {

@@ -184,8 +184,17 @@ fn sidecar_over_http(kind: BackendKind) {
     );
     assert_eq!(server.get("/v1/leader-check/alpha").json()["term"], 2);
 
-    // Hand over to a node outside the server: it steps down, node-2 takes over.
-    let handover = server.admin("/v1/handover/alpha", r#"{"to":"node-2"}"#);
+    // Hand over to a node outside the server, which campaigns without registering: refused
+    // as no live candidate (nothing changes), accepted as a process not yet started; node-1
+    // steps down, node-2 takes over.
+    server
+        .admin("/v1/handover/alpha", r#"{"to":"node-2"}"#)
+        .assert_error(400, "live candidate");
+    assert!(leads(&server, "alpha"));
+    let handover = server.admin(
+        "/v1/handover/alpha",
+        r#"{"to":"node-2","unregistered":true}"#,
+    );
     assert_eq!(
         handover.json()["effect"],
         "handover_requested",

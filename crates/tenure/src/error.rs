@@ -197,11 +197,30 @@ pub(crate) fn is_retryable(err: &sqlx::Error) -> bool {
     }
 }
 
-/// Whether an error says that a table, index or type already exists (PostgreSQL's answer to
-/// a concurrent `CREATE … IF NOT EXISTS`).
+/// Whether an error says that a table, index, type or column already exists (PostgreSQL's
+/// answer to a concurrent `CREATE … IF NOT EXISTS`; any engine's to a concurrent `ALTER TABLE
+/// … ADD COLUMN` or `CREATE INDEX` of a schema upgrade, which checked first).
 pub(crate) fn is_duplicate_object(err: &sqlx::Error) -> bool {
     match err {
-        sqlx::Error::Database(db) => matches!(db.code().as_deref(), Some("42P07" | "42710")),
+        sqlx::Error::Database(db) => {
+            let message = db.message().to_ascii_lowercase();
+            matches!(
+                db.code().as_deref(),
+                Some("42P07" | "42710" | "42701" | "42S21")
+            ) || message.contains("duplicate column name")
+                || message.contains("duplicate key name")
+        }
+        _ => false,
+    }
+}
+
+/// Whether an error says that a column does not exist (a table an older build created).
+pub(crate) fn is_missing_column(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Database(db) => {
+            matches!(db.code().as_deref(), Some("42703" | "42S22"))
+                || db.message().contains("no such column")
+        }
         _ => false,
     }
 }

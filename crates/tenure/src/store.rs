@@ -6,7 +6,7 @@ use crate::backend::{
     self, Applied, Backend, BackendKind, HistoryEntry, RedactedUrl, Renewed, Snapshot, StoreOptions,
 };
 use crate::changes::Changes;
-use crate::error::{is_missing_table, Error, Result};
+use crate::error::{is_missing_column, is_missing_table, Error, Result};
 use crate::fence::Fence;
 use crate::model::{DbTime, Effect, Op, Purpose};
 use crate::records::LeaderInfo;
@@ -139,8 +139,9 @@ impl Store {
     /// the door of the features built on the lease rules.
     ///
     /// A feature whose table does not exist (a store wrapped by hand with
-    /// [`from_backend`](Store::from_backend) and never migrated) is refused with
-    /// [`Error::SchemaMissing`] naming the table, not a database error repeated at every call.
+    /// [`from_backend`](Store::from_backend) and never migrated), or lacks a column an older
+    /// build did not create, is refused with [`Error::SchemaMissing`] naming the table (or
+    /// the column), not a database error repeated at every call.
     pub(crate) async fn transaction(&self, body: &mut dyn Body) -> Result<()> {
         let (op, sent) = (body.op(), SystemTime::now());
         let span = telemetry::call_span(op, body.name(), None);
@@ -154,7 +155,9 @@ impl Store {
             telemetry::clock_offset(db_now, sent, SystemTime::now());
         }
         match (ran, body.schema()) {
-            (Err(Error::Database(e)), Some(schema)) if is_missing_table(&e) => {
+            (Err(Error::Database(e)), Some(schema))
+                if is_missing_table(&e) || is_missing_column(&e) =>
+            {
                 match self
                     .bounded("check_schema", missing(&*self.backend, schema))
                     .await

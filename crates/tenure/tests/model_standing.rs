@@ -8,7 +8,9 @@
 //! of the row, and the stored row is read back after every step. The rivals' times are set
 //! around the database's last instant, so that every rule is reached: better rivals live and
 //! recently seen (a free lease waits), seen long ago (it does not), settled or not (a holder
-//! hands over, or not yet), observers and worse rivals (nothing changes).
+//! hands over, or not yet), backing off or not, a campaigner that has not settled (it defers)
+//! or backs off, a holder an operator chose, reservations whose target stopped campaigning
+//! (they lapse), observers and worse rivals (nothing changes).
 
 mod common;
 
@@ -33,8 +35,12 @@ struct RivalSpec {
     observer: bool,
     since_ms: i64,
     seen_ms: i64,
+    /// Its last keep-alive (while it holds off), at or after `seen_ms`.
+    alive_ms: i64,
     ttl_ms: u64,
     renew_ms: u64,
+    settle_ms: u64,
+    backoff_ms: Option<i64>,
 }
 
 #[derive(Clone, Debug)]
@@ -47,6 +53,11 @@ enum Step {
         renew: bool,
         priority: i32,
         settle_ms: u64,
+        /// When its run began, relative to the database's last instant.
+        since_ms: i64,
+        backoff_ms: Option<i64>,
+        /// An operator chose it for the lease's current term.
+        chosen: bool,
         rivals: Vec<RivalSpec>,
     },
     Release {
@@ -64,16 +75,35 @@ fn rival() -> impl Strategy<Value = RivalSpec> {
         prop::sample::select(vec![-60_000i64, -5_000, -100, 0]),
         prop::sample::select(vec![50u64, 2_000, 30_000]),
         prop::sample::select(vec![20u64, 1_000, 10_000]),
+        (
+            prop::sample::select(vec![None, Some(-1_000i64), Some(5_000)]),
+            prop::sample::select(vec![-60_000i64, -50, 0]),
+            prop::sample::select(vec![0u64, 500, 5_000]),
+        ),
     )
         .prop_map(
-            |(id, priority, observer, since_ms, seen_ms, ttl_ms, renew_ms)| RivalSpec {
+            |(
                 id,
                 priority,
                 observer,
-                since_ms: since_ms.min(seen_ms),
+                since_ms,
                 seen_ms,
                 ttl_ms,
                 renew_ms,
+                (backoff_ms, alive_ms, settle_ms),
+            )| {
+                RivalSpec {
+                    id,
+                    priority,
+                    observer,
+                    since_ms: since_ms.min(seen_ms),
+                    seen_ms,
+                    alive_ms: alive_ms.max(seen_ms),
+                    ttl_ms,
+                    renew_ms,
+                    settle_ms,
+                    backoff_ms,
+                }
             },
         )
 }
@@ -86,18 +116,28 @@ fn step() -> impl Strategy<Value = Step> {
             any::<bool>(),
             -1i32..=3,
             prop::sample::select(vec![0u64, 500, 5_000]),
+            (
+                prop::sample::select(vec![-60_000i64, -100, 0]),
+                prop::sample::select(vec![None, Some(2_000i64)]),
+                prop::bool::weighted(0.2),
+            ),
             prop::collection::vec(rival(), 0..3),
         )
-            .prop_map(|(candidate, ttl_ms, renew, priority, settle_ms, rivals)| {
-                Step::Campaign {
-                    candidate,
-                    ttl_ms,
-                    renew,
-                    priority,
-                    settle_ms,
-                    rivals,
-                }
-            }),
+            .prop_map(
+                |(candidate, ttl_ms, renew, priority, settle_ms, (since_ms, backoff_ms, chosen), rivals)| {
+                    Step::Campaign {
+                        candidate,
+                        ttl_ms,
+                        renew,
+                        priority,
+                        settle_ms,
+                        since_ms,
+                        backoff_ms,
+                        chosen,
+                        rivals,
+                    }
+                },
+            ),
         1 => prop::sample::select(CANDIDATES.to_vec())
             .prop_map(|candidate| Step::Release { candidate }),
         1 => (0u64..80).prop_map(Step::Sleep),
@@ -137,7 +177,7 @@ async fn run_case(
     let mut last = store.get(&name).await.map_err(|e| fail("get", e))?.now;
     for (i, step) in steps.iter().enumerate() {
         let term = copy.as_ref().map_or(0, |l| l.term);
-        let (op, rivals, standing_of) = match step {
+        let (op, rivals, standing_of, own) = match step {
             Step::Sleep(ms) => {
                 tokio::time::sleep(Duration::from_millis(*ms)).await;
                 continue;
@@ -152,6 +192,7 @@ async fn run_case(
                 },
                 Vec::new(),
                 (0, 0),
+                (last, None, None),
             ),
             Step::Campaign {
                 candidate,
@@ -159,6 +200,9 @@ async fn run_case(
                 renew,
                 priority,
                 settle_ms,
+                since_ms,
+                backoff_ms,
+                chosen,
                 rivals,
             } => {
                 let rivals: Vec<Rival> = rivals
@@ -169,8 +213,11 @@ async fn run_case(
                         observer: r.observer,
                         since: at(last, r.since_ms),
                         seen_at: at(last, r.seen_ms),
-                        expires_at: at(last, r.seen_ms).plus_ms(r.ttl_ms),
+                        expires_at: at(last, r.alive_ms).plus_ms(r.ttl_ms),
+                        alive_at: at(last, r.alive_ms),
                         renew_ms: r.renew_ms,
+                        settle_ms: r.settle_ms,
+                        backoff_until: r.backoff_ms.map(|ms| at(last, ms)),
                     })
                     .collect();
                 let op = Op::Campaign {
@@ -180,12 +227,20 @@ async fn run_case(
                     metadata: None,
                     purpose: Purpose::Election,
                 };
-                (op, rivals, (*priority, *settle_ms))
+                let own = (
+                    at(last, *since_ms),
+                    backoff_ms.map(|ms| at(last, ms)),
+                    chosen.then(|| term.saturating_sub(1)),
+                );
+                (op, rivals, (*priority, *settle_ms), own)
             }
         };
         let standing = Standing {
             priority: standing_of.0,
             settle_ms: standing_of.1,
+            since: own.0,
+            backoff_until: own.1,
+            chosen_after: own.2,
             rivals: &rivals,
         };
         let applied = store

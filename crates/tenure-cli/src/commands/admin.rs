@@ -7,6 +7,7 @@ use crate::cli::{DemoteArgs, Global, HandoverArgs, NameArg};
 use crate::database;
 use crate::exit::{Outcome, OK};
 use crate::output::{print_json, AdminAnswer};
+use tenure::candidates::{Candidates, Handover};
 use tenure::{Applied, Effect};
 
 /// Who is acting, for the history: `tenure-cli:<user>@<host>`.
@@ -59,8 +60,12 @@ pub(super) async fn handover(global: &Global, args: HandoverArgs) -> Outcome {
     check_name(&args.name)?;
     tenure::validate::candidate(&args.candidate)?;
     let store = database::connect(global).await?;
-    let applied = store
-        .handover(&args.name, &args.candidate, args.now, &actor())
+    let how = Handover {
+        immediate: args.now,
+        unregistered: args.unregistered,
+    };
+    let applied = Candidates::new(store)
+        .handover(&args.name, &args.candidate, how, &actor())
         .await?;
     if applied.effect == Effect::Forced {
         tracing::warn!(
@@ -77,8 +82,9 @@ pub(super) async fn handover(global: &Global, args: HandoverArgs) -> Outcome {
             args.name, args.candidate
         ),
         _ => format!(
-            "{}: handover to {} requested; the leader steps down at its next renew",
-            args.name, args.candidate
+            "{}: handover to {} requested; the leader steps down at its next renew, and \
+             priorities do not hand {}'s tenure back",
+            args.name, args.candidate, args.candidate
         ),
     };
     report(global, "handover", &applied, &said)

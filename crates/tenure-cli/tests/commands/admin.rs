@@ -79,14 +79,22 @@ async fn admin_actions_take_effect(kind: BackendKind) {
     let next = campaign(&store, &name, &b, TTL_MS, None).await;
     assert!(acquired(&next) && term(&next) == 2, "{next:?}");
 
-    // handover: the leader keeps leading until it steps down; then only the target may start.
+    // handover: refused while the target is no live candidate of the name (these campaigns
+    // do not register), accepted with --unregistered; the leader keeps leading until it steps
+    // down; then only the target may start.
     let name = unique("handover");
     assert!(acquired(
         &campaign(&store, &name, &a, TTL_MS, Some("meta-a")).await
     ));
+    let out = db.run(&["handover", &name, &b]);
+    out.expect_code(64);
+    assert!(
+        out.stderr.contains(&format!("\"{b}\"")) && out.stderr.contains("--unregistered"),
+        "{out}"
+    );
     let lease = admin_json(
         &db,
-        &["handover", &name, &b],
+        &["handover", &name, &b, "--unregistered"],
         "handover",
         true,
         "handover_requested",
@@ -98,7 +106,7 @@ async fn admin_actions_take_effect(kind: BackendKind) {
     assert_eq!((code, &leader["holder"]), (0, &json!(a)));
     admin_json(
         &db,
-        &["handover", &name, &b],
+        &["handover", &name, &b, "--unregistered"],
         "handover",
         false,
         "no_change",
@@ -125,7 +133,7 @@ async fn admin_actions_take_effect(kind: BackendKind) {
     assert!(acquired(
         &campaign(&store, &name, &a, TTL_MS, Some("meta-a")).await
     ));
-    let out = db.run(&["handover", &name, &b, "--now", "--json"]);
+    let out = db.run(&["handover", &name, &b, "--now", "--unregistered", "--json"]);
     out.expect_code(0);
     assert!(out.stderr.contains("unsafe"), "{out}");
     let v = out.json();

@@ -74,6 +74,8 @@ fn candidates_json_and_table(kind: BackendKind) {
             "last_seen_ms_ago",
             "live_until",
             "ttl_ms",
+            "expiries",
+            "backing_off_until",
         ],
     );
     let summary: Vec<(&str, i64, bool, bool, bool)> = (0..3)
@@ -98,6 +100,10 @@ fn candidates_json_and_table(kind: BackendKind) {
     assert_eq!(c[0]["metadata"], "10.0.0.7:80");
     assert_eq!(c[1]["metadata"], Value::Null);
     assert_eq!(c[0]["ttl_ms"], 20_000);
+    assert_eq!(
+        (&c[0]["expiries"], &c[0]["backing_off_until"]),
+        (&json!(0), &Value::Null)
+    );
     assert!(rfc3339(&c[0]["live_until"]) > rfc3339(&v["now"]));
     assert!(rfc3339(&c[0]["since"]) <= rfc3339(&c[0]["last_seen"]));
 

@@ -32,7 +32,7 @@ async fn history_newest_first_with_admin_actor(kind: BackendKind) {
     };
     admin(&["pause", &name]);
     admin(&["resume", &name]);
-    admin(&["handover", &name, &b]);
+    admin(&["handover", &name, &b, "--unregistered"]);
     admin(&["demote", &name]);
 
     let out = db.run(&["history", &name, "--limit", "3", "--json"]);

@@ -198,7 +198,9 @@ impl Body for Run<'_> {
     }
 
     async fn run(&mut self, tx: &mut dyn Tx) -> crate::error::Result<Outcome> {
-        let s = self.statements.get(tx, Statements::new);
+        let s = self
+            .statements
+            .get(tx, |tx| Statements::new(tx.prefix(), tx.dialect()));
         let mut rows = ConsulTx::new(tx, s);
         match rules::run(&mut rows, self.request, self.actor).await {
             Ok(ran) => {

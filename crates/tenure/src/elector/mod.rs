@@ -97,10 +97,14 @@ impl ElectorBuilder {
     }
 
     /// This candidate's priority among the candidates of the name (higher preferred; default
-    /// 0). A vacant or expired lease waits for a live candidate of higher priority (for one
-    /// renew interval after that one was last seen, at most), and a leader hands over to one
-    /// that has been live for the [settle](ElectorBuilder::settle) time — gracefully: it stops
-    /// its work and releases before the better one can start. Equal priorities change nothing.
+    /// 0). A priority counts once its candidate has been seen campaigning for the
+    /// [settle](ElectorBuilder::settle) time in this elector's run, and while it is not backing
+    /// off (its tenures kept ending by expiry: for its ttl after the first, doubling up to 32
+    /// ttls). A vacant or expired lease waits for a campaigning candidate whose higher priority
+    /// counts (for its renew interval plus its database timeout after it was last seen, at
+    /// most), and a leader hands over to one — gracefully: it stops its work and releases
+    /// before the better one can start. Equal priorities change nothing. The rules:
+    /// `docs/design-notes.md#candidates-and-priorities`.
     pub fn priority(mut self, priority: i32) -> Self {
         self.priority = priority;
         self
@@ -114,8 +118,10 @@ impl ElectorBuilder {
         self
     }
 
-    /// How long a candidate of higher priority than this one must have been live before this
-    /// one, leading, hands over to it. Default: one renew interval.
+    /// How long a candidate must have been seen campaigning, in one run (a restart begins
+    /// another, whatever its id), before its priority counts for this one: before this one,
+    /// leading, hands over to it, or, free, waits for it. Default: one renew interval. A
+    /// settle time longer than a flapping candidate's runs keeps it from ever taking the lead.
     pub fn settle(mut self, settle: Duration) -> Self {
         self.settle = Some(settle);
         self
@@ -168,6 +174,7 @@ impl ElectorBuilder {
             ledger: Default::default(),
             paused: false,
             not_before: Instant::now(),
+            registered_at: Instant::now(),
         };
         let handle = tokio::spawn(task.run());
         Ok(Elector {
@@ -200,9 +207,12 @@ impl ElectorBuilder {
 ///   campaigns again, so every [`LeaderGuard`] has a term of its own.
 /// - Releases wait for the tenure's work: the lease is released only once every clone of its
 ///   guard has been dropped, or at its local deadline at the latest.
-/// - After a demote (or a handover to another candidate) the elector holds off until the
-///   lease's lock-delay has run out plus [`Timing::release_hold_off`], so that another live
-///   candidate takes the lead; alone, it leads again after that.
+/// - After a demote the elector holds off until the lease's lock-delay has run out plus
+///   [`Timing::release_hold_off`], so that another live candidate takes the lead; alone, it
+///   leads again after that. Meanwhile it keeps its registration live every renew interval
+///   without campaigning: it is still a live candidate, but nobody waits for it. After a handover to another candidate it keeps polling: the
+///   reservation keeps it out until the target has taken the lease, or the reservation has
+///   lapsed (the target stopped campaigning: then it leads again at its next poll).
 ///
 /// # Metrics
 /// Through the [`metrics`](https://docs.rs/metrics) facade (no-ops unless the application

@@ -7,7 +7,7 @@ use crate::changes::Topic;
 use crate::config::Timing;
 use crate::error::{Error, Result};
 use crate::model::duration_ms;
-use crate::model::{Effect, Lease, Op, Purpose, StepDownReason};
+use crate::model::{Effect, Lease, Op, Purpose};
 use crate::records::LeaderInfo;
 use crate::store::Store;
 use crate::telemetry::{self, Ended, Seen};
@@ -56,8 +56,10 @@ pub(super) struct Task {
     pub ledger: Ledger,
     /// Campaigning paused on this node.
     pub paused: bool,
-    /// No campaign before this instant (after a release, a demote or a handover away).
+    /// No campaign before this instant (after a release or a demote).
     pub not_before: Instant,
+    /// When this elector last registered (a campaign, or a keep-alive while it holds off).
+    pub registered_at: Instant,
 }
 
 impl Task {
@@ -109,6 +111,10 @@ impl Task {
                 () = self.changes.changed(|t| t == Topic::Lease(&self.name)) => {
                     next = next.min(Instant::now());
                 }
+                () = sleep_until(self.registered_at + self.timing.renew_interval()),
+                    if !self.paused && self.registered && Instant::now() < self.not_before => {
+                    self.stay_registered().await;
+                }
                 () = sleep_until(next.max(self.not_before)), if !self.paused => {
                     next = self.attempt().await;
                 }
@@ -116,8 +122,19 @@ impl Task {
         }
     }
 
+    /// While it holds off (after a demote its hold-off can outlast its ttl), the elector keeps
+    /// its registration live without campaigning: it is still a live candidate (a handover
+    /// may name it), but nobody waits for it.
+    async fn stay_registered(&mut self) {
+        self.registered_at = Instant::now();
+        if let Err(e) = self.registry.keep_alive(&self.registration).await {
+            tracing::debug!(name = %self.name, error = %e, "keeping the registration live failed");
+        }
+    }
+
     /// One campaign (an observer's: a registration); returns when to try next.
     async fn attempt(&mut self) -> Instant {
+        self.registered_at = Instant::now();
         let op = Op::Campaign {
             candidate: self.me.clone(),
             term: self.tenure.as_ref().map(|t| t.belief.term()),
@@ -204,10 +221,9 @@ impl Task {
                 {
                     self.release_or_warn(ended).await;
                 }
-                if let StepDownReason::HandoverTo(_) = reason {
-                    // The target has the lease reserved; others should not race it either.
-                    self.not_before = Instant::now() + self.timing.release_hold_off();
-                }
+                // No hold-off after a handover: the reservation keeps everyone but its target
+                // out, and once it lapses (its target never came) this elector leads again at
+                // its next poll.
                 self.set_role(Role::Follower { leader: None });
                 received + self.timing.renew_interval()
             }

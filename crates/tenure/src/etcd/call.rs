@@ -181,7 +181,9 @@ impl Body for Run<'_> {
     }
 
     async fn run(&mut self, tx: &mut dyn Tx) -> crate::error::Result<Outcome> {
-        let s = self.statements.get(tx, Statements::new);
+        let s = self
+            .statements
+            .get(tx, |tx| Statements::new(tx.prefix(), tx.dialect()));
         let mut rows = EtcdTx::new(tx, s);
         self.out = None;
         let ran = match self.call.kind() {

@@ -14,7 +14,7 @@ mod standing;
 mod term;
 mod time;
 
-pub use standing::{Rival, Standing};
+pub use standing::{registration_since, Backoff, Rival, Standing};
 #[cfg(any(feature = "postgres", feature = "testing"))]
 pub use term::TIMELINE_BITS;
 pub use term::{Clock, Epoch};
@@ -453,6 +453,10 @@ mod purpose_tests;
 mod release_tests;
 #[cfg(test)]
 mod spread_tests;
+#[cfg(test)]
+mod standing_flap_tests;
+#[cfg(test)]
+mod standing_lapse_tests;
 #[cfg(test)]
 mod standing_tests;
 #[cfg(test)]

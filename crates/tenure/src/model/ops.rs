@@ -71,8 +71,10 @@ pub(super) fn campaign(
             // nobody (not even a handover target) can start while that work may still run.
             return unchanged(current, Effect::SteppedDown(reason));
         }
-        if let Some((standing, better)) = ask.standing.and_then(|s| Some((s, s.preferred(now)?))) {
-            return hand_over_to_better(row, me, standing.priority, better);
+        if let Some(standing) = ask.standing {
+            if let Some(better) = standing.preferred(now, row.term, ask.epoch) {
+                return hand_over_to_better(row, me, standing, better, now);
+            }
         }
         return Decision {
             lease: Some(renewed(row, now, ask)),
@@ -82,7 +84,12 @@ pub(super) fn campaign(
             effect: Effect::Renewed,
         };
     }
-    if !row.expires_at.ended_by(now) || row.paused || row.reserved_for_other(me, now) {
+    // A reservation whose target has stopped campaigning has lapsed for a campaign that sees
+    // the registry.
+    let abandoned = |target: &str| ask.standing.is_some_and(|s| s.abandoned(target, now));
+    let reserved =
+        row.reserved_for_other(me, now) && !row.handover_to.as_deref().is_some_and(abandoned);
+    if !row.expires_at.ended_by(now) || row.paused || reserved {
         return unchanged(current, Effect::Unavailable);
     }
     // A better live candidate takes it at its next campaign (a handover's target never waits).
@@ -144,17 +151,28 @@ pub(super) fn succeed(now: DbTime, name: &str, current: Option<&Lease>, ask: &As
     }
 }
 
-/// The holder `me` (of `priority`) hands over to a `better` candidate that has settled: the
-/// lease is reserved for it (the graceful handover), and the holder steps down — it stops its
-/// work and releases, and only then can `better` acquire. Recorded as a handover for priority.
-fn hand_over_to_better(row: &Lease, me: &str, priority: i32, better: &super::Rival) -> Decision {
+/// The holder `me` hands over to a `better` candidate whose priority counts: the lease is
+/// reserved for it (the graceful handover), and the holder steps down — it stops its work and
+/// releases, and only then can `better` acquire. Recorded as a handover for priority.
+fn hand_over_to_better(
+    row: &Lease,
+    me: &str,
+    standing: &Standing<'_>,
+    better: &super::Rival,
+    now: DbTime,
+) -> Decision {
     let lease = Lease {
         handover_to: Some(better.candidate.clone()),
         ..row.clone()
     };
+    let why = if standing.backs_off(now) {
+        ", backing off: its tenures kept ending by expiry"
+    } else {
+        ""
+    };
     let detail = format!(
-        "priority: '{}' (priority {}) preferred over '{me}' (priority {priority})",
-        better.candidate, better.priority
+        "priority: '{}' (priority {}) preferred over '{me}' (priority {}{why})",
+        better.candidate, better.priority, standing.priority
     );
     let reason = StepDownReason::HandoverTo(better.candidate.clone());
     changed(

@@ -25,7 +25,10 @@ fn rival(candidate: &str, priority: i32, since: i64, seen: i64) -> Rival {
         since: at(since),
         seen_at: at(seen),
         expires_at: at(seen).plus_ms(4_000),
+        alive_at: at(seen),
         renew_ms: 1_000,
+        settle_ms: 1_000,
+        backoff_until: None,
     }
 }
 
@@ -33,7 +36,9 @@ fn standing(priority: i32, rivals: &[Rival]) -> Standing<'_> {
     Standing {
         priority,
         settle_ms: 1_000,
+        since: at(-60_000),
         rivals,
+        ..Standing::default()
     }
 }
 

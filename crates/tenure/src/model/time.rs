@@ -7,7 +7,7 @@ use std::time::Duration;
 /// A point on the database server's clock, in microseconds since the Unix epoch.
 ///
 /// It is only ever read from the database; tenure never builds one from the local clock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct DbTime(pub i64);
 
 impl DbTime {

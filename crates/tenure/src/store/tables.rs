@@ -118,6 +118,7 @@ mod tests {
                 Column::new("v", Kind::Int),
                 Column::new("note", Kind::Text).null(),
                 Column::new("at", Kind::Time).null(),
+                Column::new("count", Kind::Int).default(0),
             ],
             primary_key: &["k"],
             indexes: &[crate::backend::tx::Index {
@@ -144,6 +145,12 @@ mod tests {
             );
             tx.execute(&insert, &[Arg::Text("a"), Arg::Int(1), Arg::Text("added")])
                 .await?;
+            let count = format!("SELECT count FROM {table} WHERE k = 'a'");
+            assert_eq!(
+                tx.fetch(&count, &[]).await?[0].int("count")?,
+                0,
+                "the default"
+            );
             let rows = tx
                 .fetch(
                     &format!(
@@ -171,6 +178,14 @@ mod tests {
             }
             Err(e) => panic!("{url}: {e}"),
         };
+        // A store that may not create tables names the first column the older table lacks.
+        let checking = Store::open(url, options.clone().auto_create(false), &[&V2]).await;
+        match checking {
+            Err(Error::SchemaMissing { table, .. }) => {
+                assert_eq!(table, format!("{prefix}grow.note"));
+            }
+            other => panic!("{url}: {other:?}"),
+        }
         old.close().await;
         // The newer build's store: the column is added, twice is harmless.
         let new = Store::open(url, options.clone(), &[&V2]).await.unwrap();

@@ -160,3 +160,30 @@ pub(crate) async fn raw_sql(store: &Store, sql: &str) {
         other => panic!("no SQL on {other}"),
     }
 }
+
+/// The one integer `sql` returns (a column named `n`) on the database of `store`, read outside
+/// tenure, as [`raw_sql`] writes.
+pub(crate) async fn raw_count(store: &Store, sql: &str) -> i64 {
+    use sqlx::{Connection, Row};
+    let url = store.url().as_str().replace("?pooler=transaction", "");
+    match store.kind() {
+        BackendKind::Postgres => {
+            let mut c = sqlx::PgConnection::connect(&url).await.expect("connect");
+            let row = sqlx::raw_sql(sql).fetch_one(&mut c).await.expect(sql);
+            row.try_get::<i64, _>("n").expect(sql)
+        }
+        BackendKind::MySql => {
+            let mut c = sqlx::MySqlConnection::connect(&url).await.expect("connect");
+            let row = sqlx::raw_sql(sql).fetch_one(&mut c).await.expect(sql);
+            row.try_get::<i64, _>("n").expect(sql)
+        }
+        BackendKind::Sqlite => {
+            let mut c = sqlx::SqliteConnection::connect(&url)
+                .await
+                .expect("connect");
+            let row = sqlx::raw_sql(sql).fetch_one(&mut c).await.expect(sql);
+            row.try_get::<i64, _>("n").expect(sql)
+        }
+        other => panic!("no SQL on {other}"),
+    }
+}

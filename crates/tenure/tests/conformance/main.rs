@@ -5,6 +5,11 @@
 
 mod bounds;
 mod candidates;
+mod candidates_flap;
+mod candidates_handover;
+mod candidates_lapse;
+mod candidates_purge;
+mod candidates_schema;
 #[path = "../common/mod.rs"]
 mod common;
 mod consul;
@@ -113,6 +118,14 @@ for_every_backend!([
     candidates::equal_priorities_never_hand_over,
     candidates::a_leader_stepping_down_wakes_its_follower,
     candidates::an_unmigrated_hand_wrapped_store_names_the_missing_table,
+    candidates_lapse::a_crashed_better_candidate_costs_the_leader_its_cadence_at_most,
+    candidates_flap::a_restarted_better_candidate_settles_again,
+    candidates_flap::a_better_candidate_with_a_new_id_each_run_settles_each_time,
+    candidates_flap::a_better_candidate_whose_tenures_end_by_expiry_backs_off,
+    candidates_purge::a_registry_full_of_crashed_candidates_is_purged_in_bounded_batches,
+    candidates_schema::a_registry_of_an_older_build_is_brought_up_to_date,
+    candidates_handover::an_operator_handover_goes_to_a_live_candidate_and_stands,
+    candidates_handover::a_demoted_leader_stays_a_live_candidate_while_it_holds_off,
     spread::spread_settles_rebalances_and_never_doubles,
     spread::spread_members_sharing_an_id_never_share_a_shard,
     spread::spread_assignment_is_one_read,

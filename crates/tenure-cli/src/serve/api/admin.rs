@@ -13,6 +13,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use tenure::candidates::{Candidates, Handover};
 use tenure::Applied;
 
 fn admin_answer(action: &'static str, applied: &Applied) -> Response {
@@ -45,7 +46,9 @@ pub(super) async fn demote(
     Ok(admin_answer("demote", &applied))
 }
 
-/// `POST /v1/handover/{name}` `{"to": candidate, "immediate": bool}`.
+/// `POST /v1/handover/{name}` `{"to": candidate, "immediate": bool, "unregistered": bool}`:
+/// to a live candidate only (400 otherwise), unless `unregistered`; its tenure stands against
+/// priorities.
 pub(super) async fn handover(
     State(state): State<AppState>,
     Actor(actor): Actor,
@@ -57,10 +60,12 @@ pub(super) async fn handover(
     if request.immediate {
         tracing::warn!(%name, %actor, to = %request.to, "immediate handover: unsafe unless writes are fenced");
     }
-    let applied = state
-        .0
-        .store
-        .handover(&name, &request.to, request.immediate, &actor)
+    let how = Handover {
+        immediate: request.immediate,
+        unregistered: request.unregistered,
+    };
+    let applied = Candidates::new(state.0.store.clone())
+        .handover(&name, &request.to, how, &actor)
         .await?;
     Ok(admin_answer("handover", &applied))
 }

@@ -127,6 +127,9 @@ pub(super) struct HandoverBody {
     pub to: String,
     #[serde(default)]
     pub immediate: bool,
+    /// `to` is a process not yet started: hand over although it is not a live candidate.
+    #[serde(default)]
+    pub unregistered: bool,
 }
 
 /// `POST /v1/pause/{name}` and `/v1/resume/{name}`: an empty body or `{}`.

@@ -1,11 +1,14 @@
 //! The admin calls: the bearer token, bad bodies, demote, pause, resume and handover taking
-//! effect and recorded with their actor, and a server without a token refusing them all.
+//! effect and recorded with their actor (a handover to no live candidate refused unless
+//! `unregistered`), and a server without a token refusing them all.
 
 use super::*;
 
 on_every_backend!(admin_calls_need_the_token_and_are_recorded);
 
 async fn admin_calls_need_the_token_and_are_recorded(db: &TestDb) {
+    // A handover reads the registry.
+    db.store().migrate().await.expect("the registry's table");
     db.campaign("alpha", "node-a", 30_000).await;
     let state = state(db, Duration::from_millis(50), BTreeMap::new());
     let app = app(state.clone());
@@ -86,9 +89,23 @@ async fn admin_calls_need_the_token_and_are_recorded(db: &TestDb) {
         (again.status, &again.body["changed"]),
         (StatusCode::OK, &json!(false))
     );
-    let handover = call(
+    // node-b is no live candidate of alpha (a typo, or a process not yet started): refused,
+    // nothing changes, unless the body says it is not started yet.
+    let typo = call(
         &app,
         post("/v1/handover/alpha", Some(TOKEN), r#"{"to":"node-b"}"#),
+    )
+    .await;
+    assert_error(&typo, StatusCode::BAD_REQUEST, "live candidate");
+    let leader = get(&app, "/v1/leader/alpha").await;
+    assert_eq!(leader.body["leader"]["handover_to"], Value::Null);
+    let handover = call(
+        &app,
+        post(
+            "/v1/handover/alpha",
+            Some(TOKEN),
+            r#"{"to":"node-b","unregistered":true}"#,
+        ),
     )
     .await;
     assert_eq!(

@@ -2,7 +2,7 @@
 //! the layer's first transaction (the handle is made before any connection says which engine
 //! it is), then shared by every clone of the handle.
 
-use super::{Dialect, Tx};
+use super::Tx;
 use std::sync::{Arc, OnceLock};
 
 /// A cell of a layer's statement bundle `S`. Cheap to clone (clones share the bundle).
@@ -22,8 +22,8 @@ impl<S> Default for Statements<S> {
 }
 
 impl<S> Statements<S> {
-    /// The bundle, built with `build(prefix, dialect)` from `tx` the first time.
-    pub fn get(&self, tx: &dyn Tx, build: fn(&str, &Dialect) -> S) -> &S {
-        self.0.get_or_init(|| build(tx.prefix(), tx.dialect()))
+    /// The bundle, built from `tx` (its prefix, dialect and engine) the first time.
+    pub fn get(&self, tx: &dyn Tx, build: fn(&dyn Tx) -> S) -> &S {
+        self.0.get_or_init(|| build(tx))
     }
 }

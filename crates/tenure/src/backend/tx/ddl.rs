@@ -5,8 +5,11 @@
 //! - names, ids and keys compare byte for byte, as the lease's names (`COLLATE "C"` on
 //!   PostgreSQL, `utf8mb4_bin` on MySQL/MariaDB); times are the engine's timestamps
 //!   (`TIMESTAMPTZ`, `DATETIME(6)`, ISO text on SQLite), so that a plain `SELECT *` reads well;
-//! - every table is created `IF NOT EXISTS`, and a column a newer build added to a table that
-//!   an older one created is added in place ([`Schema::create`]): a layer's table only grows.
+//! - every table is created `IF NOT EXISTS`, and a column or index a newer build added to a
+//!   table that an older one created is added in place ([`Schema::create`]): a layer's table
+//!   only grows, and an added column is nullable or has a default, so that an older build
+//!   still writes the table. [`Schema::missing`] names what a table lacks where the store may
+//!   not create it.
 
 use super::{BackendKind, Tx};
 use crate::error::Result;
@@ -37,6 +40,8 @@ pub struct Column {
     pub name: &'static str,
     pub kind: Kind,
     pub null: bool,
+    /// The value of the rows that were there when the column was added (an integer).
+    pub default: Option<i64>,
 }
 
 impl Column {
@@ -46,12 +51,26 @@ impl Column {
             name,
             kind,
             null: false,
+            default: None,
         }
     }
 
-    /// A column that may be `NULL` (every column added to an existing table must be).
+    /// A column that may be `NULL`.
     pub const fn null(self) -> Column {
         Column { null: true, ..self }
+    }
+
+    /// A `NOT NULL` column with a default (an integer column a newer build adds).
+    pub const fn default(self, value: i64) -> Column {
+        Column {
+            default: Some(value),
+            ..self
+        }
+    }
+
+    /// Whether it can be added to a table that has rows (nullable, or with a default).
+    pub const fn addable(&self) -> bool {
+        self.null || self.default.is_some()
     }
 }
 
@@ -108,7 +127,11 @@ impl Kind {
 
 impl Column {
     fn sql(&self, kind: BackendKind) -> String {
-        let null = if self.null { "NULL" } else { "NOT NULL" };
+        let null = match (self.null, self.default) {
+            (true, _) => "NULL".to_string(),
+            (false, Some(value)) => format!("NOT NULL DEFAULT {value}"),
+            (false, None) => "NOT NULL".to_string(),
+        };
         format!("{} {} {null}", self.name, self.kind.sql(kind))
     }
 }
@@ -160,6 +183,33 @@ impl Table {
         statements
     }
 
+    /// Its columns that the table in `tx`'s database lacks (a table an older build created).
+    async fn lacking(&self, tx: &mut dyn Tx) -> Result<Vec<Column>> {
+        let query = self.columns_query(tx.kind(), tx.prefix());
+        let found: Vec<String> = tx
+            .fetch(&query, &[])
+            .await?
+            .iter()
+            .map(|row| row.text("column_name"))
+            .collect::<Result<_>>()?;
+        Ok(self
+            .columns
+            .iter()
+            .filter(|c| !found.iter().any(|f| f.eq_ignore_ascii_case(c.name)))
+            .copied()
+            .collect())
+    }
+
+    /// The statement that lists the names of its indexes on MySQL (`index_name`): MySQL 8 has
+    /// no `CREATE INDEX IF NOT EXISTS`, so an index added later is created after this probe.
+    fn indexes_query(&self, prefix: &str) -> String {
+        format!(
+            "SELECT CAST(index_name AS CHAR) AS index_name FROM information_schema.statistics \
+             WHERE table_schema = DATABASE() AND table_name = '{}'",
+            self.named(prefix)
+        )
+    }
+
     /// The statement that lists its columns' names (`column_name`), on `kind`.
     fn columns_query(&self, kind: BackendKind, prefix: &str) -> String {
         let table = self.named(prefix);
@@ -186,8 +236,9 @@ impl Schema {
             .collect()
     }
 
-    /// Creates its tables where they do not exist, and adds the columns a table created by an
-    /// older build lacks (they are nullable: [`Column::null`]), in `tx`.
+    /// Creates its tables where they do not exist, and adds the columns and indexes a table
+    /// created by an older build lacks (an added column is nullable or has a default:
+    /// [`Column::addable`]), in `tx`.
     ///
     /// # Errors
     /// Database errors (a concurrent creator's collision is one the seam retries).
@@ -197,26 +248,39 @@ impl Schema {
             tx.execute(&statement, &[]).await?;
         }
         for table in self.tables {
-            let found = tx.fetch(&table.columns_query(kind, &prefix), &[]).await?;
-            let found: Vec<String> = found
-                .iter()
-                .map(|row| row.text("column_name"))
-                .collect::<Result<_>>()?;
-            for column in table.columns {
-                if !found.iter().any(|f| f.eq_ignore_ascii_case(column.name)) {
-                    let add = format!(
-                        "ALTER TABLE {} ADD COLUMN {}",
-                        table.named(&prefix),
-                        column.sql(kind)
-                    );
-                    tx.execute(&add, &[]).await?;
+            for column in table.lacking(tx).await? {
+                debug_assert!(column.addable(), "{} cannot be added", column.name);
+                let add = format!(
+                    "ALTER TABLE {} ADD COLUMN {}",
+                    table.named(&prefix),
+                    column.sql(kind)
+                );
+                tx.execute(&add, &[]).await?;
+            }
+            if kind == BackendKind::MySql && !table.indexes.is_empty() {
+                let found = tx.fetch(&table.indexes_query(&prefix), &[]).await?;
+                let found: Vec<String> = found
+                    .iter()
+                    .map(|row| row.text("index_name"))
+                    .collect::<Result<_>>()?;
+                for index in table.indexes {
+                    let name = format!("{}_{}", table.named(&prefix), index.name);
+                    if !found.iter().any(|f| f.eq_ignore_ascii_case(&name)) {
+                        let create = format!(
+                            "CREATE INDEX {name} ON {} ({})",
+                            table.named(&prefix),
+                            index.columns.join(", ")
+                        );
+                        tx.execute(&create, &[]).await?;
+                    }
                 }
             }
         }
         Ok(())
     }
 
-    /// The first of its tables that `tx`'s database lacks, if any (with the prefix).
+    /// The first of its tables that `tx`'s database lacks, or the first column a table made by
+    /// an older build lacks (`table.column`), if any (with the prefix).
     ///
     /// # Errors
     /// Database errors other than a missing table.
@@ -228,6 +292,9 @@ impl Schema {
                 Ok(_) => {}
                 Err(e) if e.is_missing_table() => return Ok(Some(name)),
                 Err(e) => return Err(e),
+            }
+            if let Some(column) = table.lacking(tx).await?.first() {
+                return Ok(Some(format!("{name}.{}", column.name)));
             }
         }
         Ok(None)
