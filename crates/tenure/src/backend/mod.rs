@@ -21,6 +21,8 @@ pub mod sqlite;
 
 #[cfg(feature = "testing")]
 mod counting;
+#[cfg(feature = "testing")]
+mod failing;
 mod fresh;
 pub(crate) mod kind;
 pub(crate) mod options;
@@ -31,6 +33,8 @@ pub(crate) mod url;
 pub(crate) use crate::records::{Applied, HistoryEntry, Snapshot};
 #[cfg(feature = "testing")]
 pub use counting::{CountingBackend, Counts};
+#[cfg(feature = "testing")]
+pub use failing::FailingBackend;
 pub(crate) use kind::BackendKind;
 pub(crate) use options::StoreOptions;
 pub use sql::SqlBackend;

@@ -1,0 +1,229 @@
+//! A [`Backend`] wrapper whose layer transactions fail half-way, as a connection that drops
+//! in the middle of one does: while armed, every transaction fails at its `n`-th call on the
+//! seam (the clock, a statement, a lease operation), before that call reaches the database,
+//! and is rolled back — to show that a layer leaves no half-written state and believes
+//! nothing it did not commit.
+
+use super::tx::{Arg, BackendKind, Body, Dialect, Outcome, Row, Tx};
+use super::{Applied, Backend, HistoryEntry, RedactedUrl, Renewed, Snapshot};
+use crate::error::{Error, Result};
+use crate::model::{DbTime, Lease, Op, Standing};
+use async_trait::async_trait;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio::sync::broadcast;
+
+/// Wraps a backend; [`fail_at`](FailingBackend::fail_at) arms it. Everything but the layers'
+/// transactions passes through unchanged.
+#[derive(Debug)]
+pub struct FailingBackend {
+    inner: Arc<dyn Backend>,
+    /// The call at which each transaction fails (1-based); 0: none does.
+    at: AtomicU32,
+    failed: AtomicU64,
+}
+
+impl FailingBackend {
+    /// `inner`, unarmed.
+    pub fn new(inner: Arc<dyn Backend>) -> FailingBackend {
+        FailingBackend {
+            inner,
+            at: AtomicU32::new(0),
+            failed: AtomicU64::new(0),
+        }
+    }
+
+    /// From now on every transaction fails at its `n`-th call on the seam (`None`: none
+    /// fails). A transaction with fewer calls commits.
+    pub fn fail_at(&self, n: Option<u32>) {
+        self.at.store(n.unwrap_or(0), Ordering::SeqCst);
+    }
+
+    /// How many transactions failed so far.
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Ordering::SeqCst)
+    }
+}
+
+/// The error a failed call answers: a connection reset, which the store treats as a
+/// database failure of unknown outcome (not a conflict to retry).
+fn injected() -> Error {
+    Error::Database(sqlx::Error::Io(std::io::Error::new(
+        std::io::ErrorKind::ConnectionReset,
+        "injected: the connection dropped half-way through the transaction",
+    )))
+}
+
+/// A body run over a [`Failing`] transaction.
+struct FailingBody<'a> {
+    body: &'a mut dyn Body,
+    at: u32,
+    failed: &'a AtomicU64,
+}
+
+#[async_trait]
+impl Body for FailingBody<'_> {
+    fn writes(&self) -> bool {
+        self.body.writes()
+    }
+    async fn run(&mut self, tx: &mut dyn Tx) -> Result<Outcome> {
+        let mut failing = Failing { tx, left: self.at };
+        let outcome = self.body.run(&mut failing).await;
+        if failing.left == 0 {
+            self.failed.fetch_add(1, Ordering::SeqCst);
+        }
+        outcome
+    }
+    fn op(&self) -> &'static str {
+        self.body.op()
+    }
+    fn db_now(&self) -> Option<DbTime> {
+        self.body.db_now()
+    }
+    fn name(&self) -> Option<&str> {
+        self.body.name()
+    }
+    fn term(&self) -> Option<u64> {
+        self.body.term()
+    }
+}
+
+/// A transaction whose calls fail from the `left`-th on.
+struct Failing<'t> {
+    tx: &'t mut dyn Tx,
+    left: u32,
+}
+
+impl Failing<'_> {
+    /// Counts a call; the error once its turn has come.
+    fn call(&mut self) -> Result<()> {
+        if self.left == 0 {
+            return Err(injected());
+        }
+        self.left -= 1;
+        match self.left {
+            0 => Err(injected()),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[async_trait]
+impl Tx for Failing<'_> {
+    fn kind(&self) -> BackendKind {
+        self.tx.kind()
+    }
+    fn dialect(&self) -> &Dialect {
+        self.tx.dialect()
+    }
+    fn prefix(&self) -> &str {
+        self.tx.prefix()
+    }
+    async fn now(&mut self) -> Result<DbTime> {
+        self.call()?;
+        self.tx.now().await
+    }
+    async fn lease(
+        &mut self,
+        name: &str,
+        op: &Op,
+        actor: &str,
+        standing: Option<&Standing<'_>>,
+    ) -> Result<Applied> {
+        self.call()?;
+        self.tx.lease(name, op, actor, standing).await
+    }
+    async fn leases(&mut self, ops: &[(&str, Op)], actor: &str) -> Result<Vec<Applied>> {
+        self.call()?;
+        self.tx.leases(ops, actor).await
+    }
+    async fn read_lease(&mut self, name: &str) -> Result<Option<Lease>> {
+        self.call()?;
+        self.tx.read_lease(name).await
+    }
+    async fn notify(&mut self, name: &str) -> Result<()> {
+        self.call()?;
+        self.tx.notify(name).await
+    }
+    async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<()> {
+        self.call()?;
+        self.tx.execute(sql, args).await
+    }
+    async fn fetch(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<Box<dyn Row>>> {
+        self.call()?;
+        self.tx.fetch(sql, args).await
+    }
+}
+
+#[async_trait]
+impl Backend for FailingBackend {
+    fn kind(&self) -> BackendKind {
+        self.inner.kind()
+    }
+    fn url(&self) -> &RedactedUrl {
+        self.inner.url()
+    }
+    async fn apply(&self, name: &str, op: &Op, actor: &str) -> Result<Applied> {
+        self.inner.apply(name, op, actor).await
+    }
+    async fn transaction(&self, body: &mut dyn Body) -> Result<()> {
+        let at = self.at.load(Ordering::SeqCst);
+        if at == 0 {
+            return self.inner.transaction(body).await;
+        }
+        let mut failing = FailingBody {
+            body,
+            at,
+            failed: &self.failed,
+        };
+        self.inner.transaction(&mut failing).await
+    }
+    async fn renew_many(&self, holder: &str, leases: &[(String, u64)]) -> Result<Renewed> {
+        self.inner.renew_many(holder, leases).await
+    }
+    async fn last_tick(&self, name: &str) -> Result<(Option<i64>, DbTime)> {
+        self.inner.last_tick(name).await
+    }
+    async fn complete_tick(
+        &self,
+        name: &str,
+        holder: &str,
+        term: u64,
+        tick_ms: i64,
+    ) -> Result<bool> {
+        self.inner.complete_tick(name, holder, term, tick_ms).await
+    }
+    async fn get(&self, name: &str) -> Result<Snapshot> {
+        self.inner.get(name).await
+    }
+    async fn list(&self) -> Result<Snapshot> {
+        self.inner.list().await
+    }
+    async fn history(&self, name: &str, limit: u32) -> Result<Vec<HistoryEntry>> {
+        self.inner.history(name, limit).await
+    }
+    async fn migrate(&self) -> Result<()> {
+        self.inner.migrate().await
+    }
+    async fn check_schema(&self) -> Result<()> {
+        self.inner.check_schema().await
+    }
+    fn schema_sql(&self) -> String {
+        self.inner.schema_sql()
+    }
+    fn fence_sql(&self) -> Option<String> {
+        self.inner.fence_sql()
+    }
+    fn transaction_pooler(&self) -> bool {
+        self.inner.transaction_pooler()
+    }
+    fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
+        self.inner.subscribe()
+    }
+    fn discard_connections(&self) {
+        self.inner.discard_connections()
+    }
+    async fn close(&self) {
+        self.inner.close().await;
+    }
+}
