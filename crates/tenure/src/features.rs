@@ -20,6 +20,10 @@ const FEATURES: &[Feature] = &[
         tables: &crate::candidates::statements::TABLES,
         schema: crate::candidates::statements::schema,
     },
+    Feature {
+        tables: &crate::spread::statements::TABLES,
+        schema: crate::spread::statements::schema,
+    },
     #[cfg(feature = "consul")]
     Feature {
         tables: &crate::consul::statements::TABLES,

@@ -175,16 +175,6 @@ pub(crate) async fn register(
     Ok((now, rows))
 }
 
-/// Every live registration at `now`, read in the transaction.
-pub(crate) async fn live(
-    cell: &OnceLock<Statements>,
-    tx: &mut dyn Tx,
-    now: DbTime,
-) -> Result<Vec<Candidate>> {
-    let s = statements(cell, tx);
-    candidates(&tx.fetch(&s.live, &[Arg::Int(now.0)]).await?)
-}
-
 // === a clean stop ===
 
 /// Drops a registration at once.

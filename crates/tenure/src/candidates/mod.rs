@@ -20,7 +20,6 @@
 mod bodies;
 pub(crate) mod statements;
 
-use crate::backend::tx::Tx;
 use crate::error::Result;
 use crate::model::Op;
 use crate::model::{DbTime, Rival};
@@ -151,23 +150,6 @@ impl Candidates {
         let mut body = Campaign::new(&self.statements, registration, op);
         self.store.transaction(&mut body).await?;
         body.applied()
-    }
-
-    /// Registers `registration` inside a layer's transaction `tx` (a member of a spreading
-    /// group registers as an observer of the group's name): the database's now and the name's
-    /// rows as they were before.
-    pub(crate) async fn register_in(
-        &self,
-        tx: &mut dyn Tx,
-        registration: &Registration,
-    ) -> Result<(DbTime, Vec<Candidate>)> {
-        bodies::register(&self.statements, tx, registration).await
-    }
-
-    /// Every live registration at `now` (the transaction's instant), read inside a layer's
-    /// transaction `tx`.
-    pub(crate) async fn live_in(&self, tx: &mut dyn Tx, now: DbTime) -> Result<Vec<Candidate>> {
-        bodies::live(&self.statements, tx, now).await
     }
 
     /// Drops `candidate` of `name` from the registry at once (a clean stop).

@@ -169,7 +169,8 @@ pub(crate) async fn spread_settles_rebalances_and_never_doubles(store: Store) {
         .await
         .unwrap();
     assert!(assignment.members.is_empty(), "{assignment:?}");
-    assert_eq!(assignment.unowned.len(), 12);
+    assert_eq!(assignment.unowned_count(), 12);
+    assert_eq!(assignment.unowned, vec![0..=11]);
 }
 
 pub(crate) async fn spread_members_sharing_an_id_never_share_a_shard(store: Store) {
@@ -224,7 +225,8 @@ pub(crate) async fn spread_assignment_is_one_read(store: Store) {
         assert!(seen.unowned.is_empty(), "{seen:?}");
         assert_eq!(seen.members.get("a"), Some(&held(&a)), "{seen:?}");
         assert_eq!(seen.members.get("b"), Some(&held(&b)), "{seen:?}");
-        assert!(seen.terms.iter().all(|&t| t >= 1), "{seen:?}");
+        assert_eq!(seen.terms.len(), 12, "{seen:?}");
+        assert!(seen.terms.values().all(|&t| t >= 1), "{seen:?}");
     }
     a.leave().await;
     b.leave().await;

@@ -36,12 +36,12 @@ pub(crate) async fn spread_refuses_a_group_named_like_a_lease(store: Store) {
         text.contains(&name) && text.contains("lease"),
         "a clear error naming the group: {text}"
     );
-    // Nothing changed: no registration, no shard.
-    let roster = tenure::candidates::Candidates::new(store.clone())
-        .list(&name)
+    // Nothing changed: no group, no member, no shard.
+    assert!(!tenure::spread::exists(&store, &name).await.unwrap());
+    assert!(!tenure::spread::groups(&store)
         .await
-        .unwrap();
-    assert!(roster.candidates.is_empty(), "{roster:?}");
+        .unwrap()
+        .contains_key(&name));
     assert!(store
         .get(&format!("{name}/0"))
         .await
