@@ -1,16 +1,17 @@
 //! A [`Backend`] wrapper whose layer transactions fail half-way, as a connection that drops
-//! in the middle of one does: while armed, every transaction fails at its `n`-th call on the
-//! seam (the clock, a statement, a lease operation), before that call reaches the database,
-//! and is rolled back — to show that a layer leaves no half-written state and believes
-//! nothing it did not commit.
+//! in the middle of one does: while armed, every transaction of one kind (its body's `op`,
+//! e.g. `spread` for a spreading member's tick) fails at its `n`-th call on the seam (the
+//! clock, a statement, a lease operation), before that call reaches the database, and is
+//! rolled back — to show that a layer leaves no half-written state and believes nothing it
+//! did not commit.
 
 use super::tx::{Arg, BackendKind, Body, Dialect, Outcome, Row, Tx};
 use super::{Applied, Backend, HistoryEntry, RedactedUrl, Renewed, Snapshot};
 use crate::error::{Error, Result};
 use crate::model::{DbTime, Lease, Op, Standing};
 use async_trait::async_trait;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
 
 /// Wraps a backend; [`fail_at`](FailingBackend::fail_at) arms it. Everything but the layers'
@@ -18,8 +19,8 @@ use tokio::sync::broadcast;
 #[derive(Debug)]
 pub struct FailingBackend {
     inner: Arc<dyn Backend>,
-    /// The call at which each transaction fails (1-based); 0: none does.
-    at: AtomicU32,
+    /// Which transactions fail (their body's `op`), and at which call (1-based).
+    armed: Mutex<Option<(&'static str, u32)>>,
     failed: AtomicU64,
 }
 
@@ -28,15 +29,15 @@ impl FailingBackend {
     pub fn new(inner: Arc<dyn Backend>) -> FailingBackend {
         FailingBackend {
             inner,
-            at: AtomicU32::new(0),
+            armed: Mutex::new(None),
             failed: AtomicU64::new(0),
         }
     }
 
-    /// From now on every transaction fails at its `n`-th call on the seam (`None`: none
-    /// fails). A transaction with fewer calls commits.
-    pub fn fail_at(&self, n: Option<u32>) {
-        self.at.store(n.unwrap_or(0), Ordering::SeqCst);
+    /// From now on every transaction whose body's `op` is `op` fails at its `n`-th call on
+    /// the seam (`None`: none fails). A transaction with fewer calls commits.
+    pub fn fail_at(&self, op: &'static str, n: Option<u32>) {
+        *self.armed.lock().expect("armed") = n.filter(|&n| n > 0).map(|n| (op, n));
     }
 
     /// How many transactions failed so far.
@@ -167,10 +168,10 @@ impl Backend for FailingBackend {
         self.inner.apply(name, op, actor).await
     }
     async fn transaction(&self, body: &mut dyn Body) -> Result<()> {
-        let at = self.at.load(Ordering::SeqCst);
-        if at == 0 {
+        let armed = *self.armed.lock().expect("armed");
+        let Some(at) = armed.filter(|(op, _)| *op == body.op()).map(|(_, at)| at) else {
             return self.inner.transaction(body).await;
-        }
+        };
         let mut failing = FailingBody {
             body,
             at,

@@ -1,0 +1,158 @@
+//! A spreading member whose one transaction fails half-way (issue 37.4): its tick is one
+//! transaction — registration, the group's read, renewals, releases and takes — so a failure
+//! at any of its calls leaves nothing of it written, and the member believes nothing the
+//! failed tick did: no shard is taken, and no shard is believed past the deadline its last
+//! committed renewal allowed (its work stops while the lease is still its own in the
+//! database, so the member that takes it next starts after).
+
+use crate::common::unique;
+use crate::spread::{join, settle, start, Shared, TTL, WITHIN};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tenure::backend::FailingBackend;
+use tenure::{ShardGuard, Spread, Store};
+use tokio::time::{sleep, Instant};
+
+/// The calls of a member's tick in a group that has no row yet (as long as each fails, the
+/// next is such a tick again): the clock, the group's row locked, created and locked again,
+/// the group's view, the member's row, the batch of lease operations (its takes). The very
+/// first tick also purges expired members before the batch, so the batch is its eighth call:
+/// with `at` = 7 the first tick fails at the purge and every later one at the batch.
+const FIRST_TICK_CALLS: u32 = 7;
+/// The calls of a later tick: the clock, the group's row locked, the view, the member's row,
+/// the batch of renewals.
+const TICK_CALLS: u32 = 5;
+
+/// Waits (bounded) until `failing` has failed `more` transactions beyond `from`.
+async fn failed(failing: &FailingBackend, from: u64, more: u64) {
+    let started = Instant::now();
+    while failing.failed() < from + more {
+        assert!(started.elapsed() < WITHIN, "no tick failed");
+        sleep(Duration::from_millis(10)).await;
+    }
+}
+
+pub(crate) async fn spread_a_first_tick_failing_half_way_writes_nothing(store: Store) {
+    let failing = Arc::new(FailingBackend::new(store.backend().clone()));
+    let flaky = Store::from_backend(failing.clone(), Duration::from_secs(10));
+    for at in 1..=FIRST_TICK_CALLS {
+        let group = unique("first");
+        let record = Shared::default();
+        failing.fail_at("spread", Some(at));
+        let from = failing.failed();
+        let a = start(join(&flaky, &group, "a").await, &record);
+        failed(&failing, from, 2).await;
+        // Nothing of it: no group row, no member, no shard held, nothing handed out.
+        assert!(
+            !tenure::spread::exists(&store, &group).await.unwrap(),
+            "call {at}"
+        );
+        let seen = Spread::new(store.clone(), &group, 12)
+            .unwrap()
+            .assignment()
+            .await
+            .unwrap();
+        assert!(seen.members.is_empty(), "call {at}: {seen:?}");
+        assert_eq!(seen.unowned_count(), 12, "call {at}: {seen:?}");
+        assert!(record.lock().unwrap().starts.is_empty(), "call {at}");
+        assert!(a.owned.borrow().is_empty());
+        // Healed, it joins as any member does.
+        failing.fail_at("spread", None);
+        settle(&store, &group, &[&a], 12, &record).await;
+        a.leave().await;
+    }
+}
+
+/// What the work of one shard saw when its tenure ended.
+#[derive(Debug)]
+struct Loss {
+    name: String,
+    /// How long after its deadline `lost()` completed.
+    late: Duration,
+    /// Whether the database still held the lease for this tenure at that instant: the row
+    /// read just after shows it with this holder and term, and what it had left then plus
+    /// the time the read took to begin is positive.
+    still_ours: bool,
+}
+
+/// Works on `guard` until it is lost, then records when, and whether its lease was still
+/// its own in the database at that instant.
+fn watch(store: &Store, guard: ShardGuard, losses: &Arc<Mutex<Vec<Loss>>>) {
+    let (store, losses) = (store.clone(), losses.clone());
+    tokio::spawn(async move {
+        guard.lost().await;
+        let lost_at = Instant::now();
+        let late = lost_at.saturating_duration_since(guard.deadline());
+        let snapshot = store.get(guard.name()).await.unwrap();
+        let since_loss = i64::try_from(lost_at.elapsed().as_micros()).unwrap();
+        let still_ours = snapshot.leases.first().is_some_and(|l| {
+            l.holder.as_deref() == Some(guard.candidate())
+                && l.term == guard.term()
+                && l.expires_at.0 - snapshot.now.0 + since_loss > 0
+        });
+        losses.lock().unwrap().push(Loss {
+            name: guard.name().to_string(),
+            late,
+            still_ours,
+        });
+        drop(guard);
+    });
+}
+
+pub(crate) async fn spread_a_renewal_failing_half_way_ends_every_belief_by_its_deadline(
+    store: Store,
+) {
+    let failing = Arc::new(FailingBackend::new(store.backend().clone()));
+    let flaky = Store::from_backend(failing.clone(), Duration::from_secs(10));
+    for at in 1..=TICK_CALLS {
+        let group = unique("renew");
+        let losses = Arc::new(Mutex::new(Vec::new()));
+        let mut a = join(&flaky, &group, "a").await;
+        let started = Instant::now();
+        let mut held = 0;
+        while held < 12 {
+            assert!(started.elapsed() < WITHIN, "a took {held} of 12");
+            let guard = tokio::time::timeout(WITHIN, a.next())
+                .await
+                .unwrap()
+                .unwrap();
+            watch(&store, guard, &losses);
+            held += 1;
+        }
+        // From now on every tick of a fails at call `at`: nothing renews its shards.
+        failing.fail_at("spread", Some(at));
+        let from = failing.failed();
+        failed(&failing, from, 1).await;
+        let until = Instant::now() + WITHIN;
+        while losses.lock().unwrap().len() < 12 {
+            assert!(
+                Instant::now() < until,
+                "call {at}: not every shard was lost"
+            );
+            sleep(Duration::from_millis(20)).await;
+        }
+        for loss in losses.lock().unwrap().iter() {
+            // Its work stopped by its deadline (a loaded scheduler's slack aside), while the
+            // lease was still its own: nobody else could have started it.
+            let shard = &loss.name;
+            assert!(
+                loss.late < Duration::from_secs(1),
+                "call {at}, {shard}: {loss:?}"
+            );
+            assert!(loss.still_ours, "call {at}, {shard}: {loss:?}");
+        }
+        // The failed ticks wrote nothing: a's row was not refreshed, so it drops out of the
+        // group once its ttl has passed since its last committed tick.
+        let gone_by = Instant::now() + TTL * 2 + WITHIN;
+        while tenure::spread::groups(&store)
+            .await
+            .unwrap()
+            .contains_key(&group)
+        {
+            assert!(Instant::now() < gone_by, "call {at}: a's row was refreshed");
+            sleep(Duration::from_millis(50)).await;
+        }
+        failing.fail_at("spread", None);
+        a.leave().await;
+    }
+}
