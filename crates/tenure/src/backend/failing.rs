@@ -3,7 +3,8 @@
 //! e.g. `spread` for a spreading member's tick) fails at its `n`-th call on the seam (the
 //! clock, a statement, a lease operation), before that call reaches the database, and is
 //! rolled back — to show that a layer leaves no half-written state and believes nothing it
-//! did not commit.
+//! did not commit. It can also hold a transaction open after its body ran (uncommitted, its
+//! locks and rows in place) until told to let go, to race another transaction against it.
 
 use super::tx::{Arg, BackendKind, Body, Dialect, Outcome, Row, Tx};
 use super::{Applied, Backend, HistoryEntry, RedactedUrl, Renewed, Snapshot};
@@ -12,7 +13,7 @@ use crate::model::{DbTime, Lease, Op, Standing};
 use async_trait::async_trait;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 /// Wraps a backend; [`fail_at`](FailingBackend::fail_at) arms it. Everything but the layers'
 /// transactions passes through unchanged.
@@ -22,6 +23,13 @@ pub struct FailingBackend {
     /// Which transactions fail (their body's `op`), and at which call (1-based).
     armed: Mutex<Option<(&'static str, u32)>>,
     failed: AtomicU64,
+    /// Which transactions are held open after their body ran; the gate they wait at (open:
+    /// `true`), and how many have been held so far.
+    hold: Mutex<Option<&'static str>>,
+    gate: watch::Sender<bool>,
+    held: watch::Sender<u64>,
+    /// How many `Tx::leases` calls transactions through this wrapper have begun.
+    batches: AtomicU64,
 }
 
 impl FailingBackend {
@@ -31,7 +39,37 @@ impl FailingBackend {
             inner,
             armed: Mutex::new(None),
             failed: AtomicU64::new(0),
+            hold: Mutex::new(None),
+            gate: watch::Sender::new(true),
+            held: watch::Sender::new(0),
+            batches: AtomicU64::new(0),
         }
+    }
+
+    /// From now on every transaction whose body's `op` is `op` waits, after its body ran and
+    /// before it commits, until [`let_go`](FailingBackend::let_go).
+    pub fn hold(&self, op: &'static str) {
+        self.gate.send_replace(false);
+        *self.hold.lock().expect("hold") = Some(op);
+    }
+
+    /// Lets every held transaction commit, and holds no more.
+    pub fn let_go(&self) {
+        *self.hold.lock().expect("hold") = None;
+        self.gate.send_replace(true);
+    }
+
+    /// Waits until a transaction is held.
+    pub async fn holding(&self) {
+        let mut held = self.held.subscribe();
+        // The sender lives as long as `self`.
+        let _ = held.wait_for(|&n| n > 0).await;
+    }
+
+    /// How many `Tx::leases` calls (a batch of lease operations) transactions through this
+    /// wrapper have begun so far.
+    pub fn batches_begun(&self) -> u64 {
+        self.batches.load(Ordering::SeqCst)
     }
 
     /// From now on every transaction whose body's `op` is `op` fails at its `n`-th call on
@@ -55,11 +93,13 @@ fn injected() -> Error {
     )))
 }
 
-/// A body run over a [`Failing`] transaction.
+/// A body run over a [`Failing`] transaction, held open after it ran if asked.
 struct FailingBody<'a> {
     body: &'a mut dyn Body,
-    at: u32,
-    failed: &'a AtomicU64,
+    /// The call to fail at, if any.
+    at: Option<u32>,
+    backend: &'a FailingBackend,
+    hold: bool,
 }
 
 #[async_trait]
@@ -68,10 +108,19 @@ impl Body for FailingBody<'_> {
         self.body.writes()
     }
     async fn run(&mut self, tx: &mut dyn Tx) -> Result<Outcome> {
-        let mut failing = Failing { tx, left: self.at };
+        let mut failing = Failing {
+            tx,
+            left: self.at,
+            batches: &self.backend.batches,
+        };
         let outcome = self.body.run(&mut failing).await;
-        if failing.left == 0 {
-            self.failed.fetch_add(1, Ordering::SeqCst);
+        if failing.left == Some(0) {
+            self.backend.failed.fetch_add(1, Ordering::SeqCst);
+        }
+        if self.hold && outcome.is_ok() {
+            self.backend.held.send_modify(|n| *n += 1);
+            let mut gate = self.backend.gate.subscribe();
+            let _ = gate.wait_for(|&open| open).await;
         }
         outcome
     }
@@ -89,20 +138,24 @@ impl Body for FailingBody<'_> {
     }
 }
 
-/// A transaction whose calls fail from the `left`-th on.
+/// A transaction whose calls fail from the `left`-th on (if any).
 struct Failing<'t> {
     tx: &'t mut dyn Tx,
-    left: u32,
+    left: Option<u32>,
+    batches: &'t AtomicU64,
 }
 
 impl Failing<'_> {
     /// Counts a call; the error once its turn has come.
     fn call(&mut self) -> Result<()> {
-        if self.left == 0 {
+        let Some(left) = self.left.as_mut() else {
+            return Ok(());
+        };
+        if *left == 0 {
             return Err(injected());
         }
-        self.left -= 1;
-        match self.left {
+        *left -= 1;
+        match *left {
             0 => Err(injected()),
             _ => Ok(()),
         }
@@ -136,6 +189,7 @@ impl Tx for Failing<'_> {
     }
     async fn leases(&mut self, ops: &[(&str, Op)], actor: &str) -> Result<Vec<Applied>> {
         self.call()?;
+        self.batches.fetch_add(1, Ordering::SeqCst);
         self.tx.leases(ops, actor).await
     }
     async fn read_lease(&mut self, name: &str) -> Result<Option<Lease>> {
@@ -169,13 +223,13 @@ impl Backend for FailingBackend {
     }
     async fn transaction(&self, body: &mut dyn Body) -> Result<()> {
         let armed = *self.armed.lock().expect("armed");
-        let Some(at) = armed.filter(|(op, _)| *op == body.op()).map(|(_, at)| at) else {
-            return self.inner.transaction(body).await;
-        };
+        let at = armed.filter(|(op, _)| *op == body.op()).map(|(_, at)| at);
+        let hold = *self.hold.lock().expect("hold") == Some(body.op());
         let mut failing = FailingBody {
             body,
             at,
-            failed: &self.failed,
+            backend: self,
+            hold,
         };
         self.inner.transaction(&mut failing).await
     }

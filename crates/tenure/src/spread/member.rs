@@ -36,8 +36,9 @@ impl Task {
     pub(super) async fn run(mut self) {
         let stop = self.stop.clone();
         'ticks: while !stop.is_cancelled() {
-            self.tick().await;
+            // Every renew interval from the start of a tick, however long the tick took.
             let next = Instant::now() + self.timing.renew_interval();
+            self.tick().await;
             loop {
                 let wake = self
                     .shards

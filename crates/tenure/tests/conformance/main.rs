@@ -118,6 +118,7 @@ for_every_backend!([
     spread_cost::spread_a_million_shards_cost_their_live_rows,
     spread_failing::spread_a_first_tick_failing_half_way_writes_nothing,
     spread_failing::spread_a_renewal_failing_half_way_ends_every_belief_by_its_deadline,
+    spread_failing::spread_two_members_creating_one_shard_never_both_own_it,
     spread_stall::spread_a_stalled_member_stops_before_its_shards_move,
     bounds::release_at_least_is_bounded,
     bounds::lock_at_least_is_bounded,

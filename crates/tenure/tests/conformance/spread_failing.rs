@@ -156,3 +156,96 @@ pub(crate) async fn spread_a_renewal_failing_half_way_ends_every_belief_by_its_d
         a.leave().await;
     }
 }
+
+/// Whether the database shows a transaction waiting for a lock (PostgreSQL's `pg_locks`,
+/// MariaDB's `INNODB_LOCK_WAITS`).
+async fn a_lock_is_awaited(store: &Store) -> bool {
+    use sqlx::Connection;
+    let count: i64 = match store.kind() {
+        tenure::BackendKind::Postgres => {
+            // The server's locks, read directly (not through a pooler).
+            let url = crate::common::postgres_url();
+            let mut c = sqlx::PgConnection::connect(&url).await.expect("connect");
+            sqlx::query_scalar("SELECT count(*) FROM pg_locks WHERE NOT granted")
+                .fetch_one(&mut c)
+                .await
+                .expect("pg_locks")
+        }
+        tenure::BackendKind::MySql => {
+            let url = crate::common::mysql_url();
+            let mut c = sqlx::MySqlConnection::connect(&url).await.expect("connect");
+            sqlx::query_scalar("SELECT count(*) FROM information_schema.INNODB_LOCK_WAITS")
+                .fetch_one(&mut c)
+                .await
+                .expect("lock waits")
+        }
+        _ => 0,
+    };
+    count > 0
+}
+
+/// Two members take one new shard at once: a's tick inserts its lease row and is held open
+/// before it commits; b's tick, which read the shard free, takes it too and waits on a's row;
+/// then a commits. b's insert must fail as a conflict — its tick runs again and finds the
+/// shard held — rather than overwrite a's tenure (a batch's write of a new lease row is an
+/// insert, never an upsert): at no moment do both believe in the shard. A ttl of a minute
+/// gives the held tick and b's wait a database timeout of 12 s, far beyond the race's steps.
+pub(crate) async fn spread_two_members_creating_one_shard_never_both_own_it(store: Store) {
+    let group = unique("race");
+    let join = |store: &Store, id: &str| {
+        tenure::Spread::new(store.clone(), &group, 1)
+            .unwrap()
+            .member(id)
+            .ttl(Duration::from_secs(60))
+            .join()
+    };
+    let holding = Arc::new(FailingBackend::new(store.backend().clone()));
+    let held = Store::from_backend(holding.clone(), Duration::from_secs(30));
+    let watching = Arc::new(FailingBackend::new(store.backend().clone()));
+    let watched = Store::from_backend(watching.clone(), Duration::from_secs(30));
+    // SQLite's writers queue before they begin: the race cannot happen there.
+    if store.kind() == tenure::BackendKind::Sqlite {
+        return;
+    }
+    // The group's row exists (an operator paused and resumed it), its shard's lease does not:
+    // the first ticks do not queue on the group's row, and both insert the shard's.
+    let spread = tenure::Spread::new(store.clone(), &group, 1).unwrap();
+    spread.pause("test").await.unwrap();
+    spread.resume("test").await.unwrap();
+    assert!(store
+        .get(&format!("{group}/0"))
+        .await
+        .unwrap()
+        .leases
+        .is_empty());
+    let record = Shared::default();
+    holding.hold("spread");
+    let a = start(join(&held, "a").await.unwrap(), &record);
+    tokio::time::timeout(WITHIN, holding.holding())
+        .await
+        .expect("a's tick held");
+    let b = start(join(&watched, "b").await.unwrap(), &record);
+    // b's tick reached its batch (the take of shard 0), then waits on a's row.
+    let until = Instant::now() + WITHIN;
+    while watching.batches_begun() == 0 {
+        assert!(Instant::now() < until, "b never tried to take the shard");
+        sleep(Duration::from_millis(5)).await;
+    }
+    let until = Instant::now() + Duration::from_secs(5);
+    while !a_lock_is_awaited(&store).await && Instant::now() < until {
+        sleep(Duration::from_millis(20)).await;
+    }
+    holding.let_go();
+    // b's tick ends within its database timeout: taken (wrongly) or not.
+    let watch_until = Instant::now() + Duration::from_secs(15);
+    while Instant::now() < watch_until {
+        let (x, y) = (a.owned.borrow().clone(), b.owned.borrow().clone());
+        assert!(x.is_disjoint(&y), "both own a shard: {x:?} {y:?}");
+        let violations = record.lock().unwrap().violations.clone();
+        assert!(violations.is_empty(), "{violations:?}");
+        sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(a.count() + b.count(), 1, "one of them owns the shard");
+    a.leave().await;
+    b.leave().await;
+}

@@ -118,8 +118,8 @@ where
     /// `ops` inside the caller's transaction `tx`, decided at its instant `clock` as
     /// `apply_in` would decide each (no standing): the rows locked in name order, one
     /// statement per [`BATCH_CHUNK`] names; each decided by the model; the decisions that
-    /// write the row alone written in one statement per chunk, the others (an event, an
-    /// announcement) as `apply_in` writes them. The answers in the order of `ops`; each name
+    /// write the row alone written in one statement per chunk (one for the locked rows, one
+    /// for new rows), the others (an event, an announcement) as `apply_in` writes them. The answers in the order of `ops`; each name
     /// at most once.
     pub(in crate::backend) async fn apply_many_in(
         &self,
@@ -145,7 +145,8 @@ where
             }
         }
         let mut applied = Vec::with_capacity(ops.len());
-        let mut quiet: Vec<Lease> = Vec::new();
+        // The row-only decisions: on rows locked above, and on rows that did not exist.
+        let (mut updated, mut created): (Vec<Lease>, Vec<Lease>) = (Vec::new(), Vec::new());
         for (name, op) in ops {
             let row = current.get(*name);
             let decision = decide_among(clock, name, row, op, None);
@@ -153,9 +154,10 @@ where
                 return Err(exhausted(name, row, clock.epoch));
             }
             match (&decision.lease, decision.write) {
-                (Some(lease), true) if decision.event.is_none() && !decision.wake => {
-                    quiet.push(lease.clone());
-                }
+                (Some(lease), true) if decision.event.is_none() && !decision.wake => match row {
+                    Some(_) => updated.push(lease.clone()),
+                    None => created.push(lease.clone()),
+                },
                 _ => {
                     self.write_decision(tx, name, row.is_some(), &decision, clock.now, actor)
                         .await?;
@@ -168,14 +170,16 @@ where
                 effect: decision.effect,
             });
         }
-        quiet.sort_by(|a, b| a.name.cmp(&b.name));
-        for chunk in quiet.chunks(BATCH_CHUNK) {
-            let sql = s.write_rows(chunk.len());
-            let mut query = self.query(&sql);
-            for lease in chunk {
-                query = bind_row(query.bind(&lease.name), lease)?;
+        for (mut rows, existing) in [(updated, true), (created, false)] {
+            rows.sort_by(|a, b| a.name.cmp(&b.name));
+            for chunk in rows.chunks(BATCH_CHUNK) {
+                let sql = s.write_rows(chunk.len(), existing);
+                let mut query = self.query(&sql);
+                for lease in chunk {
+                    query = bind_row(query.bind(&lease.name), lease)?;
+                }
+                query.execute(&mut *tx).await?;
             }
-            query.execute(&mut *tx).await?;
         }
         Ok(applied)
     }

@@ -248,10 +248,14 @@ impl Statements {
         )
     }
 
-    /// `n` lease rows written as the model decided them, new or not, in one statement.
-    /// Parameters per row, in order: name, holder, term, acquired, renewed, expires
-    /// (microseconds), ttl_ms, metadata, handover_to, paused.
-    pub(crate) fn write_rows(&self, n: usize) -> String {
+    /// `n` lease rows written as the model decided them, in one statement: rows that exist
+    /// and that this transaction has locked (`existing`: an insert that meets its row updates
+    /// it, which nobody else can have changed), or new rows (a plain insert, so that a
+    /// concurrent creator of one of them makes it fail as a conflict, and the transaction run
+    /// again decides on the row that creator wrote). Parameters per row, in order: name,
+    /// holder, term, acquired, renewed, expires (microseconds), ttl_ms, metadata,
+    /// handover_to, paused.
+    pub(crate) fn write_rows(&self, n: usize, existing: bool) -> String {
         let d = &self.dialect;
         let p = d.param;
         let rows: Vec<String> = (0..n)
@@ -272,12 +276,15 @@ impl Statements {
                 )
             })
             .collect();
+        let update = match existing {
+            true => d.upsert(&["name"], &WRITTEN[1..]),
+            false => String::new(),
+        };
         format!(
-            "INSERT INTO {} ({}) VALUES {} {}",
+            "INSERT INTO {} ({}) VALUES {} {update}",
             self.lease_table,
             WRITTEN.join(", "),
             rows.join(", "),
-            d.upsert(&["name"], &WRITTEN[1..])
         )
     }
 
