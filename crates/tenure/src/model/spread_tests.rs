@@ -304,7 +304,7 @@ proptest! {
             let mine: Vec<u32> = owners.iter().filter(|(_, id)| **id == m.id).map(|(&s, _)| s).collect();
             prop_assert_eq!(u32::try_from(mine.len()).unwrap(), p.share);
             prop_assert!(mine.iter().all(|&s| s < m.shards));
-            prop_assert!(m.cap.map_or(true, |cap| p.share <= cap));
+            prop_assert!(m.cap.is_none_or(|cap| p.share <= cap));
         }
         if !capped {
             prop_assert_eq!(unowned(&owners, most), Vec::<u32>::new());

@@ -45,11 +45,12 @@ pub(crate) async fn spread_costs_one_transaction_per_interval(store: Store) {
     one_transaction_per_interval(&counting, 8).await;
     // Every shard still believed and worked on, by a alone.
     assert_eq!(a.count(), 12);
-    let r = record.lock().unwrap();
-    assert_eq!(r.working.len(), 12);
-    assert_eq!(r.starts.len(), 12, "no shard lost and taken again");
-    assert!(r.violations.is_empty(), "{:?}", r.violations);
-    drop(r);
+    {
+        let r = record.lock().unwrap();
+        assert_eq!(r.working.len(), 12);
+        assert_eq!(r.starts.len(), 12, "no shard lost and taken again");
+        assert!(r.violations.is_empty(), "{:?}", r.violations);
+    }
     a.leave().await;
 }
 

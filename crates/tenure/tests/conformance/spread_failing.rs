@@ -193,7 +193,7 @@ async fn a_lock_is_awaited(store: &Store) -> bool {
 pub(crate) async fn spread_two_members_creating_one_shard_never_both_own_it(store: Store) {
     let group = unique("race");
     let join = |store: &Store, id: &str| {
-        tenure::Spread::new(store.clone(), &group, 1)
+        Spread::new(store.clone(), &group, 1)
             .unwrap()
             .member(id)
             .ttl(Duration::from_secs(60))
@@ -209,7 +209,7 @@ pub(crate) async fn spread_two_members_creating_one_shard_never_both_own_it(stor
     }
     // The group's row exists (an operator paused and resumed it), its shard's lease does not:
     // the first ticks do not queue on the group's row, and both insert the shard's.
-    let spread = tenure::Spread::new(store.clone(), &group, 1).unwrap();
+    let spread = Spread::new(store.clone(), &group, 1).unwrap();
     spread.pause("test").await.unwrap();
     spread.resume("test").await.unwrap();
     assert!(store
