@@ -20,6 +20,8 @@ pub mod postgres;
 pub mod sqlite;
 
 #[cfg(feature = "testing")]
+mod batch;
+#[cfg(feature = "testing")]
 mod counting;
 #[cfg(feature = "testing")]
 mod failing;
@@ -31,6 +33,8 @@ pub(crate) mod tx;
 pub(crate) mod url;
 
 pub(crate) use crate::records::{Applied, HistoryEntry, Snapshot};
+#[cfg(feature = "testing")]
+pub use batch::apply_batch;
 #[cfg(feature = "testing")]
 pub use counting::{CountingBackend, Counts};
 #[cfg(feature = "testing")]
