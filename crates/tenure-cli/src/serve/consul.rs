@@ -534,30 +534,23 @@ pub(super) async fn kv_put(
         json!(answer.reply == Reply::Done(true)),
     );
     if let Reply::Refused(reason) = &answer.reply {
-        response.headers_mut().insert(REFUSED, refused(reason));
+        // Consul answers `false` alone to an acquire it cannot grant (a lock-delay: it logs
+        // why); tenure's reason rides in a header of its own, which Consul's clients ignore.
+        let shown: String = reason
+            .chars()
+            .map(|c| {
+                if c.is_ascii_graphic() || c == ' ' {
+                    c
+                } else {
+                    '?'
+                }
+            })
+            .collect();
+        if let Ok(value) = HeaderValue::from_str(&shown) {
+            response.headers_mut().insert("x-tenure-refused", value);
+        }
     }
     Ok(response)
-}
-
-/// The header beside Consul's `false` for an acquire that tenure refuses by rule (a live
-/// spreading group's name or shard): Consul answers `false` alone to an acquire it cannot
-/// grant (and logs the reason: a lock-delay), so the reason rides in a header of tenure's
-/// own that Consul's clients ignore.
-const REFUSED: &str = "x-tenure-refused";
-
-/// `reason` as a header value: its printable ASCII, anything else as `?`.
-fn refused(reason: &str) -> HeaderValue {
-    let text: String = reason
-        .chars()
-        .map(|c| {
-            if c.is_ascii_graphic() || c == ' ' {
-                c
-            } else {
-                '?'
-            }
-        })
-        .collect();
-    HeaderValue::from_str(&text).unwrap_or_else(|_| HeaderValue::from_static("refused"))
 }
 
 pub(super) async fn kv_delete_root(

@@ -1,6 +1,6 @@
 //! The seam's batch of lease operations (`Tx::leases`) in a transaction of its own, for the
-//! model-based test (feature `testing`): what a layer sends in one batch — a spreading member's
-//! renewals, releases and takes — is checked against the model operation by operation, as
+//! model-based test (feature `testing`): what a layer sends in one batch — renewals, releases
+//! and takes of many leases — is checked against the model operation by operation, as
 //! `Backend::apply`'s answers are.
 
 use super::tx::{Body, Outcome, Tx};

@@ -1,6 +1,6 @@
 //! A [`Backend`] wrapper whose layer transactions fail half-way, as a connection that drops
 //! in the middle of one does: while armed, every transaction of one kind (its body's `op`,
-//! e.g. `spread` for a spreading member's tick) fails at its `n`-th call on the seam (the
+//! the label of the store's round trip) fails at its `n`-th call on the seam (the
 //! clock, a statement, a lease operation), before that call reaches the database, and is
 //! rolled back — to show that a layer leaves no half-written state and believes nothing it
 //! did not commit. It can also hold a transaction open after its body ran (uncommitted, its

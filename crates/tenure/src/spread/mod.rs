@@ -158,7 +158,11 @@ async fn read(store: &Store, which: view::Which<'_>) -> Result<Vec<Assignment>> 
         seen: Vec::new(),
     };
     store.transaction(&mut body).await?;
-    Ok(body.seen)
+    Ok(body
+        .seen
+        .into_iter()
+        .map(|(group, count, now, view)| Assignment::of(group, count, now, &view))
+        .collect())
 }
 
 /// Checks a group of `shards` shards: 1 to [`MAX_SHARDS`], and every shard's name a valid

@@ -2,7 +2,6 @@
 //! live members, its shards' live or paused lease rows, its own row), every group's assignment
 //! in one transaction, the live groups, and a pause or resume of a whole group.
 
-use super::assignment::Assignment;
 use super::statements::Statements;
 use crate::backend::tx::{Arg, Body, Outcome, Row, Tx};
 use crate::error::{Error, Result};
@@ -134,12 +133,15 @@ pub(super) enum Which<'a> {
     All,
 }
 
-/// Groups' assignments, read in one transaction: each group in one statement at the
-/// transaction's one instant.
+/// One group as a [`Read`] saw it: its name, the shard count it is read as, the instant.
+pub(super) type Seen = (String, u32, DbTime, View);
+
+/// Groups' views, read in one transaction: each group in one statement at the transaction's
+/// one instant.
 pub(super) struct Read<'a> {
     pub(super) statements: &'a OnceLock<Statements>,
     pub(super) which: Which<'a>,
-    pub(super) seen: Vec<Assignment>,
+    pub(super) seen: Vec<Seen>,
 }
 
 #[async_trait::async_trait]
@@ -153,7 +155,7 @@ impl Body for Read<'_> {
     }
 
     fn db_now(&self) -> Option<DbTime> {
-        self.seen.first().map(|a| a.now)
+        self.seen.first().map(|(_, _, now, _)| *now)
     }
 
     async fn run(&mut self, tx: &mut dyn Tx) -> Result<Outcome> {
@@ -165,7 +167,7 @@ impl Body for Read<'_> {
         };
         for (group, count) in groups {
             let view = view(self.statements, tx, &group, now).await?;
-            self.seen.push(Assignment::of(group, count, now, &view));
+            self.seen.push((group, count, now, view));
         }
         Ok(Outcome::Commit)
     }
