@@ -10,6 +10,21 @@ use std::time::Duration;
 use tenure::{Effect, Spread, Store};
 use tokio::time::{sleep, Instant};
 
+/// Watches for two ttls (several ticks of every member) that no shard starts beyond the
+/// `starts` so far.
+async fn nothing_starts(record: &Shared, starts: usize) {
+    let watch_until = Instant::now() + TTL * 2;
+    while Instant::now() < watch_until {
+        let now_starts = record.lock().unwrap().starts.clone();
+        assert_eq!(
+            now_starts.len(),
+            starts,
+            "a shard started while paused: {now_starts:?}"
+        );
+        sleep(Duration::from_millis(50)).await;
+    }
+}
+
 pub(crate) async fn spread_pause_stops_every_shard_until_resumed(store: Store) {
     let group = unique("paused");
     let record = Shared::default();
@@ -43,16 +58,7 @@ pub(crate) async fn spread_pause_stops_every_shard_until_resumed(store: Store) {
     }
     // While paused, for two ttls (several ticks of each member), nobody takes a shard.
     let starts = record.lock().unwrap().starts.len();
-    let watch_until = Instant::now() + TTL * 2;
-    while Instant::now() < watch_until {
-        let now_starts = record.lock().unwrap().starts.clone();
-        assert_eq!(
-            now_starts.len(),
-            starts,
-            "a shard started while paused: {now_starts:?}"
-        );
-        sleep(Duration::from_millis(50)).await;
-    }
+    nothing_starts(&record, starts).await;
     for i in 0..12 {
         let history = store
             .history(&tenure::spread::shard_name(&group, i), 1)
@@ -104,16 +110,7 @@ pub(crate) async fn spread_a_paused_group_stays_paused_whatever_joins(store: Sto
     // c counts 8 shards: 4 to 7 never existed when the group was paused.
     let starts = record.lock().unwrap().starts.len();
     let c = start(join_with(&store, &group, "c", 8, None).await, &record);
-    let watch_until = Instant::now() + TTL * 2;
-    while Instant::now() < watch_until {
-        let now_starts = record.lock().unwrap().starts.clone();
-        assert_eq!(
-            now_starts.len(),
-            starts,
-            "a shard started while paused: {now_starts:?}"
-        );
-        sleep(Duration::from_millis(50)).await;
-    }
+    nothing_starts(&record, starts).await;
     let seen = spread.assignment().await.unwrap();
     assert!(seen.paused, "{seen:?}");
     assert_eq!(seen.member_shards.get("c"), Some(&8), "{seen:?}");
