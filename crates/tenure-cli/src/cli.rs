@@ -98,8 +98,8 @@ pub(crate) enum Command {
     /// Show who leads NAME.
     Leader(LeaderArgs),
     /// Show every name: holder, term, since, time left, paused, handover target, live
-    /// candidates; and every spreading group with live members: each member's shards and
-    /// the unowned ones.
+    /// candidates; and every spreading group with live members: each member's shards, the
+    /// unowned and the paused ones.
     Status,
     /// Show the candidates of NAME: priority, observer or not, metadata, last seen, leader.
     Candidates(CandidatesArgs),
@@ -111,10 +111,10 @@ pub(crate) enum Command {
     Demote(DemoteArgs),
     /// Hand NAME over to CANDIDATE.
     Handover(HandoverArgs),
-    /// Pause NAME: its leader steps down and nobody acquires until resumed (for a live
-    /// spreading group's name: every shard of the group).
+    /// Pause NAME: its leader steps down and nobody acquires until resumed (for a spreading
+    /// group's name: the whole group, whatever joins while it is paused).
     Pause(NameArg),
-    /// Resume a paused NAME (for a live spreading group's name: every shard of the group).
+    /// Resume a paused NAME (for a spreading group's name: the whole group).
     Resume(NameArg),
     /// Create tenure's tables, or print the DDL for a DBA.
     Migrate(MigrateArgs),
@@ -177,12 +177,14 @@ pub(crate) struct RunArgs {
 pub(crate) struct SpreadArgs {
     /// The group's name: its shards are the leases GROUP/0 … GROUP/N-1.
     pub group: String,
-    /// How many shards the group has (every member must give the same N; see
-    /// docs/guides/cli.md).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    /// How many shards the group has, 1 to 1000000 (members restarted with another N share
+    /// each shard among the members whose N covers it; see docs/guides/cli.md).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(tenure::spread::MAX_SHARDS)))]
     pub shards: u32,
-    /// At most K shards on this member (shards beyond every member's cap stay unowned).
-    #[arg(long, value_name = "K", value_parser = clap::value_parser!(u32).range(1..))]
+    /// At most K shards on this member, 1 to 1000000 (shards beyond every member's cap stay
+    /// unowned).
+    #[arg(long, value_name = "K",
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(tenure::spread::MAX_SHARDS)))]
     pub max_per_member: Option<u32>,
     /// This member's weight: shares are proportional to it (1 to 2147483647).
     #[arg(long, default_value_t = 1,

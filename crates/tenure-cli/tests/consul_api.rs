@@ -8,6 +8,9 @@
 //!   with a SIGKILLed leader taking over after TTL + lock-delay, a blocking watcher, Consul's
 //!   semaphore recipe, LockIndex rising.
 //!
+//! - the names rule (issue 35.5): an acquire of a live spreading group's name or shard is
+//!   Consul's `false`, with tenure's reason in `X-Tenure-Refused`.
+//!
 //! curl must be installed. py-consul comes from PyPI (`.ci/run` installs it); without it the
 //! client test prints `SKIPPED: …`, unless `TENURE_TEST_REQUIRE_PYCONSUL=1` (set by `.ci/run`).
 
@@ -20,7 +23,12 @@ use std::time::{Duration, Instant};
 use support::serve::*;
 use tenure::consul::{PutMode, Reply as Answered, Request};
 
-per_backend!(async guide_flow_with_curl, py_consul_client, a_stopping_server_leaves);
+per_backend!(
+    async guide_flow_with_curl,
+    py_consul_client,
+    a_stopping_server_leaves,
+    a_live_groups_names_are_refused_with_a_reason
+);
 
 fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -279,4 +287,58 @@ async fn a_stopping_server_leaves(kind: BackendKind) {
     })
     .await;
     assert_eq!(again, Answered::Done(false), "within the lock-delay");
+}
+
+/// A live spreading group's name and shards are its members' only: Consul's acquire of them
+/// is answered `false`, as Consul answers an acquire it cannot grant, with the reason in
+/// `X-Tenure-Refused`, and nothing is written; a key beyond the group's shards is granted.
+async fn a_live_groups_names_are_refused_with_a_reason(kind: BackendKind) {
+    let Some(db) = Db::new(kind).await else {
+        return;
+    };
+    let member = tenure::Spread::new(db.store.clone(), "jobs", 2)
+        .unwrap()
+        .member("m-1")
+        .ttl(Duration::from_secs(4))
+        .join()
+        .await
+        .expect("join");
+    let owned = member.owned();
+    let started = Instant::now();
+    while owned.borrow().len() < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the member took no shard"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let server = db.serve(&[]);
+    let created = put(&server, "/v1/session/create", r#"{"Name": "grabber"}"#);
+    assert_eq!(created.status, 200, "{}", created.text());
+    let session = created.json()["ID"].as_str().unwrap().to_string();
+    for key in ["jobs", "jobs/0", "jobs/1"] {
+        let refused = put(&server, &format!("/v1/kv/{key}?acquire={session}"), "mine");
+        assert_eq!(
+            (refused.status, refused.text().as_str()),
+            (200, "false"),
+            "{key}"
+        );
+        let reason = refused.header("x-tenure-refused").unwrap_or_default();
+        assert!(
+            reason.contains(key) && reason.contains("spreading group"),
+            "{key}: {reason:?}"
+        );
+        let got = http(
+            server.addr,
+            "GET",
+            &format!("/v1/kv/{key}"),
+            &[("X-Consul-Token", TOKEN)],
+            b"",
+        );
+        assert_eq!(got.status, 404, "{key}: nothing written");
+    }
+    let granted = put(&server, &format!("/v1/kv/jobs/2?acquire={session}"), "mine");
+    assert_eq!(granted.text(), "true");
+    assert_eq!(granted.header("x-tenure-refused"), None);
+    member.leave().await;
 }

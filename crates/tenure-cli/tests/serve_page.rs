@@ -367,14 +367,15 @@ fn status_page_shows_a_spreading_groups_assignment_in_chromium() {
     );
     picture(&mut browser, db.dir());
 
-    // The whole group paused: every shard listed as paused, none owned.
+    // The whole group paused: the group shown paused, its 2 shards' leases paused, none owned.
     let spread = tenure::Spread::new(db.store.clone(), "jobs", 5).unwrap();
     rt.block_on(spread.pause("test")).expect("pause");
     browser.until(
         Duration::from_secs(15),
-        "the page shows the 5 shards paused and m-1 owning none",
+        "the page shows the group paused, its 2 leases paused and m-1 owning none",
         &format!(
-            "{}?.textContent === '5' && {}?.textContent === '0'",
+            "{} !== null && {}?.textContent === '2' && {}?.textContent === '0'",
+            group_row("(group paused)", "owns"),
             group_row("(paused)", "owns"),
             group_row("m-1", "owns")
         ),

@@ -162,7 +162,12 @@ fn spread(kind: BackendKind) {
     let group = &v["groups"][0];
     assert_eq!(group["group"], "grp", "{v}");
     assert_eq!(group["shards"], 12, "{v}");
-    assert_eq!(group["unowned"], serde_json::json!([]), "{v}");
+    assert_eq!(group["paused"], false, "{v}");
+    assert_eq!(
+        group["unowned"],
+        serde_json::json!({"count": 0, "ranges": []}),
+        "{v}"
+    );
     for (m, shards) in &running {
         let shown: BTreeSet<u32> = serde_json::from_value(group["members"][m].clone()).unwrap();
         assert_eq!(&shown, shards, "{m}: {v}");
@@ -220,9 +225,10 @@ fn spread_pause(kind: BackendKind) {
     }
     let status = b.tenure(&["status", "--json"]).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
-    let all: Vec<u32> = (0..12).collect();
-    assert_eq!(v["groups"][0]["paused"], serde_json::json!(all), "{v}");
-    assert_eq!(v["groups"][0]["unowned"], serde_json::json!(all), "{v}");
+    let all = serde_json::json!({"count": 12, "ranges": [[0, 11]]});
+    assert_eq!(v["groups"][0]["paused"], true, "{v}");
+    assert_eq!(v["groups"][0]["paused_shards"], all, "{v}");
+    assert_eq!(v["groups"][0]["unowned"], all, "{v}");
     let table = b.tenure(&["status"]).output().unwrap();
     let table = String::from_utf8_lossy(&table.stdout);
     assert!(table.contains("(paused)"), "{table}");

@@ -14,6 +14,7 @@ use crate::store::Store;
 /// Every layer with tables of its own, as the cargo features compile them in.
 const LAYERS: &[&Schema] = &[
     &crate::candidates::statements::SCHEMA,
+    &crate::spread::statements::SCHEMA,
     #[cfg(feature = "consul")]
     &crate::consul::statements::SCHEMA,
     #[cfg(feature = "etcd")]

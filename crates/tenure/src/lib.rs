@@ -73,7 +73,7 @@
 //! `sqlite`, `postgres`, `mysql` (all on by default) select the backends. `consul` compiles in
 //! the Consul layer (and its tables), `etcd` the etcd layer (and its tables). `testing`
 //! exposes the tools of tenure's own tests: the `model` module (`decide`), raw [`Store`]
-//! operations, and `backend::CountingBackend`.
+//! operations, `backend::CountingBackend` and `backend::FailingBackend`.
 
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]

@@ -1,5 +1,8 @@
 //! The model-based test (`docs/design-notes.md`, "One set of rules"): every backend must give
-//! the same answers as the IO-free model ([`tenure::model::decide`]) for random sequences of operations and clock steps.
+//! the same answers as the IO-free model ([`tenure::model::decide`]) for random sequences of operations and clock steps,
+//! through `Store::apply` (and each engine's one-statement paths), the batched keep-alive
+//! (`Backend::renew_many`) and the seam's batch of lease operations (`Tx::leases`, every third
+//! operation).
 //!
 //! The database's clock cannot be moved, so time passes for real: leases get short ttls
 //! (1, 20 or 60 ms, or 10 s) and some steps sleep. Each operation is checked by evaluating the
@@ -352,7 +355,23 @@ async fn run_case(store: &Store, steps: &[Step], stats: &Stats) -> Result<(), Te
             }
             continue;
         };
+        // Every third operation goes through the seam's batch (`Tx::leases`, as a layer
+        // sends it), the others through `apply` (the fast paths included) and `renew_many`.
+        let batched = i % 3 == 2;
         let applied = match &op {
+            _ if batched => {
+                stats.count_label("through the batch");
+                let mut applied = tenure::backend::apply_batch(
+                    store.backend().as_ref(),
+                    &[(name.as_str(), op.clone())],
+                    ACTOR,
+                )
+                .await
+                .map_err(|e| db_err(&format!("step {i}: batch {op:?}"), e))?;
+                applied
+                    .pop()
+                    .ok_or_else(|| TestCaseError::fail(format!("step {i}: an empty batch")))?
+            }
             Op::Renew { candidate, term } => {
                 renew_one(store, &name, candidate, *term, copy.as_ref())
                     .await
@@ -381,7 +400,7 @@ async fn run_case(store: &Store, steps: &[Step], stats: &Stats) -> Result<(), Te
         };
         let model = decide(clock, &name, copy.as_ref(), &op);
         stats.count(&model.effect);
-        if matches!(op, Op::Renew { .. }) {
+        if matches!(op, Op::Renew { .. }) && !batched {
             stats.count_label(if model.effect == Effect::Renewed {
                 "batch renewed"
             } else {
@@ -528,6 +547,7 @@ fn model_matches(kind: BackendKind) {
     for label in [
         "batch renewed",
         "batch not renewed",
+        "through the batch",
         "unavailable",
         "renewed",
         "acquired",

@@ -94,8 +94,8 @@ pub(super) async fn pause(global: &Global, args: NameArg) -> Outcome {
     check_global(global)?;
     check_name(&args.name)?;
     let store = database::connect(global).await?;
-    if let Some(shards) = group_of(&store, &args.name).await? {
-        return act(global, store, &args.name, shards, true, &actor()).await;
+    if let Some(group) = group_of(&store, &args.name).await? {
+        return act(global, store, &args.name, group, true, &actor()).await;
     }
     let applied = store.pause(&args.name, &actor()).await?;
     let said = match applied.effect {
@@ -112,8 +112,8 @@ pub(super) async fn resume(global: &Global, args: NameArg) -> Outcome {
     check_global(global)?;
     check_name(&args.name)?;
     let store = database::connect(global).await?;
-    if let Some(shards) = group_of(&store, &args.name).await? {
-        return act(global, store, &args.name, shards, false, &actor()).await;
+    if let Some(group) = group_of(&store, &args.name).await? {
+        return act(global, store, &args.name, group, false, &actor()).await;
     }
     let applied = store.resume(&args.name, &actor()).await?;
     let said = match applied.effect {

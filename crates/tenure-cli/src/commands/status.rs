@@ -32,21 +32,25 @@ fn list(shards: &[u32]) -> String {
 fn print_groups(groups: &[GroupJson]) {
     let mut rows = Vec::new();
     for g in groups {
-        let row = |who: &str, shards: &[u32]| {
-            vec![
-                g.group.clone(),
-                g.shards.to_string(),
-                who.to_string(),
-                shards.len().to_string(),
-                list(shards),
-            ]
+        let row = |who: String, owns: String, which: String| {
+            vec![g.group.clone(), g.shards.to_string(), who, owns, which]
         };
-        rows.extend(g.members.iter().map(|(m, s)| row(m, s)));
-        if !g.unowned.is_empty() {
-            rows.push(row("(unowned)", &g.unowned));
+        for (m, s) in &g.members {
+            let who = match g.member_shards.as_ref().and_then(|n| n.get(m)) {
+                Some(n) => format!("{m} (N={n})"),
+                None => m.clone(),
+            };
+            rows.push(row(who, s.len().to_string(), list(s)));
         }
-        if !g.paused.is_empty() {
-            rows.push(row("(paused)", &g.paused));
+        if g.unowned.count > 0 {
+            let (n, which) = (g.unowned.count.to_string(), g.unowned.text());
+            rows.push(row("(unowned)".into(), n, which));
+        }
+        if g.paused {
+            rows.push(row("(group paused)".into(), "-".into(), "-".into()));
+        }
+        if let Some(p) = &g.paused_shards {
+            rows.push(row("(paused)".into(), p.count.to_string(), p.text()));
         }
     }
     println!();

@@ -143,6 +143,31 @@ async fn bad_input_is_refused_before_anything_is_written(kind: BackendKind) {
             64,
             &["'0'", "--shards"],
         ),
+        // Bounded before anything is allocated (issue 35.4: 4294967295 shards aborted).
+        case(
+            &["spread", "g", "--shards", "4294967295", "--", "true"],
+            64,
+            &["'4294967295'", "--shards", "1..=1000000"],
+        ),
+        case(
+            &["spread", "g", "--shards", "1000001", "--", "true"],
+            64,
+            &["'1000001'", "--shards", "1..=1000000"],
+        ),
+        case(
+            &[
+                "spread",
+                "g",
+                "--shards",
+                "4",
+                "--max-per-member",
+                "4294967295",
+                "--",
+                "true",
+            ],
+            64,
+            &["'4294967295'", "--max-per-member", "1..=1000000"],
+        ),
         case(
             &[
                 "spread", "g", "--shards", "4", "--weight", "0", "--", "true",

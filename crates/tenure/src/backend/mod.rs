@@ -20,7 +20,11 @@ pub mod postgres;
 pub mod sqlite;
 
 #[cfg(feature = "testing")]
+mod batch;
+#[cfg(feature = "testing")]
 mod counting;
+#[cfg(feature = "testing")]
+mod failing;
 mod fresh;
 pub(crate) mod kind;
 pub(crate) mod options;
@@ -30,7 +34,11 @@ pub(crate) mod url;
 
 pub(crate) use crate::records::{Applied, HistoryEntry, Snapshot};
 #[cfg(feature = "testing")]
+pub use batch::apply_batch;
+#[cfg(feature = "testing")]
 pub use counting::{CountingBackend, Counts};
+#[cfg(feature = "testing")]
+pub use failing::FailingBackend;
 pub(crate) use kind::BackendKind;
 pub(crate) use options::StoreOptions;
 pub use sql::SqlBackend;

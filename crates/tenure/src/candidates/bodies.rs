@@ -259,12 +259,6 @@ async fn back_off(
     tx.execute(&s.back_off, &args).await
 }
 
-/// Every live registration at `now`, read in the transaction.
-pub(crate) async fn live(cell: &Cell, tx: &mut dyn Tx, now: DbTime) -> Result<Vec<Candidate>> {
-    let s = statements(cell, tx);
-    candidates(&tx.fetch(&s.live, &[Arg::Int(now.0)]).await?)
-}
-
 // === staying registered while holding off ===
 
 /// Extends a registration's life by its ttl without a campaign: `seen_at` stays, so that the

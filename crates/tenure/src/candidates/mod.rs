@@ -30,7 +30,6 @@ mod bodies;
 mod handover;
 pub(crate) mod statements;
 
-use crate::backend::tx::Tx;
 use crate::error::{Error, Result};
 use crate::model::{Backoff, DbTime, Lease, Op, Rival};
 use crate::records::Applied;
@@ -202,25 +201,6 @@ impl Candidates {
         let mut body = Campaign::new(&self.statements, registration, &self.incarnation, op);
         self.store.transaction(&mut body).await?;
         body.applied()
-    }
-
-    /// Registers `registration` inside a layer's transaction `tx` (a member of a spreading
-    /// group registers as an observer of the group's name): the database's now and the name's
-    /// live rows as they were before (with this candidate's own, live or not).
-    pub(crate) async fn register_in(
-        &self,
-        tx: &mut dyn Tx,
-        registration: &Registration,
-    ) -> Result<(DbTime, Vec<Candidate>)> {
-        let registered = bodies::register(&self.statements, tx, registration, &self.incarnation);
-        let (now, _, rows) = registered.await?;
-        Ok((now, rows))
-    }
-
-    /// Every live registration at `now` (the transaction's instant), read inside a layer's
-    /// transaction `tx`.
-    pub(crate) async fn live_in(&self, tx: &mut dyn Tx, now: DbTime) -> Result<Vec<Candidate>> {
-        bodies::live(&self.statements, tx, now).await
     }
 
     /// Hands `name` over to the candidate `to` (an operator's call, recorded with `actor`):

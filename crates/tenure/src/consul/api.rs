@@ -218,6 +218,11 @@ pub enum Reply {
     Entries(Vec<Entry>),
     /// Whether a write took place (`PUT`, `DELETE`, destroy), as Consul's `true`/`false`.
     Done(bool),
+    /// An acquire tenure refuses by rule — a live spreading group's name or one of its
+    /// shards (`tenure::spread::check_no_group`): nothing was written, and Consul's answer
+    /// is `false`, as for any acquire it cannot grant; the reason, for the response's
+    /// `X-Tenure-Refused` header and the log.
+    Refused(String),
     /// How many sessions a reap ended.
     Reaped(usize),
     /// An index read.

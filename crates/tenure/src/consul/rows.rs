@@ -412,6 +412,17 @@ impl<'t> ConsulTx<'t> {
         self.tx.lease(name, op, actor, None).await
     }
 
+    /// Why a session may not take the lease `name` at `now`, if it may not: the one rule for
+    /// names of a lease taken for someone who is not a spreading group's member (a live
+    /// group's name or shard), checked in this transaction.
+    pub(crate) async fn refusal(
+        &mut self,
+        name: &str,
+        now: DbTime,
+    ) -> Result<Option<&'static str>> {
+        crate::spread::refusal_in(self.tx, name, now).await
+    }
+
     /// Wakes the blocking queries of other instances at commit, where the engine can push.
     pub(crate) async fn notify(&mut self) -> Result<()> {
         self.tx.notify(Topic::Layer(super::TOPIC)).await

@@ -420,6 +420,11 @@ async fn put(
             };
             if entry.live_lock(now) == Some(session.as_str()) {
                 true
+            } else if let Some(rule) = tx.refusal(key, now).await? {
+                // Consul's answer to an acquire it cannot grant (as for a lock-delay), with
+                // tenure's reason beside it.
+                tracing::warn!(key, session, rule, "consul: refusing to lock a key");
+                return Ok(Reply::Refused(format!("{key:?} {rule}")));
             } else {
                 let op = Op::Campaign {
                     candidate: session.clone(),

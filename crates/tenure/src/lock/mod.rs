@@ -269,16 +269,6 @@ impl Locks {
         }
     }
 
-    /// Ends the belief in `term` of `name` now, without releasing: its guard's
-    /// [`lost`](crate::Tenure::lost) fires, the lease is no longer renewed, and it is released
-    /// when the guard is dropped or released (else it expires). A layer asks a guard's holder
-    /// to give the lock back this way: the work stops before anyone else can take it.
-    pub(crate) fn surrender(&self, name: &str, term: u64) {
-        self.inner
-            .table()
-            .end(name, term, telemetry::Ended::Released);
-    }
-
     /// A semaphore of `permits` on `name`.
     ///
     /// # Errors

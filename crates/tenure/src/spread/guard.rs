@@ -1,38 +1,43 @@
-//! [`ShardGuard`]: one shard a member owns — an ordinary lock guard on the shard's lease (its
-//! term, `lost()`, fence) that tells its member when the work let go of it.
+//! [`ShardGuard`]: one shard a member owns — its [`Tenure`] on the shard's lease (term,
+//! `lost()`, fence) — that tells its member when the work let go of it.
 
 use crate::guard::{Guard, Tenure};
-use crate::lock::LockGuard;
+use crate::model::{Op, Purpose};
+use crate::store::Store;
 use std::future::Future;
 use std::ops::Deref;
 use tokio::sync::mpsc;
 
-/// A shard's guard coming back to its member: the lock to release (`None`: the work released
-/// it itself).
+/// A shard's guard coming back to its member.
 pub(super) struct Returned {
     pub(super) shard: u32,
     pub(super) term: u64,
-    pub(super) lock: Option<LockGuard>,
+    /// The guard released the lease itself and the database confirmed it; otherwise the
+    /// member's next tick releases it.
+    pub(super) released: bool,
 }
 
-/// One shard owned by a [`Member`](super::Member): a lock on the shard's lease — its
-/// [`Tenure`] reached through `Deref`: [`term`](Tenure::term), [`lost`](Tenure::lost),
+/// One shard owned by a [`Member`](super::Member): a tenure of the shard's lease — reached
+/// through `Deref`: [`term`](Tenure::term), [`lost`](Tenure::lost),
 /// [`is_lost`](Tenure::is_lost), [`fence`](Tenure::fence), … — and which shard it is. It is a
 /// [`Guard`], so code that runs work under any guard runs it under a shard.
 ///
 /// Work on the shard until [`lost`](crate::Tenure::lost) completes, then drop the guard (or
 /// [`release`](ShardGuard::release) it). The tenure ends when the lease could not be renewed
-/// in time, when the member leaves, and when the member gives the shard to another member
-/// (a rebalance): then the lease is released only once this guard is dropped, so the next
-/// owner starts after this work stopped — or, if the guard is kept, once the lease expires.
+/// in time, when the member leaves, when the group is paused, and when the member gives the
+/// shard to another member (a rebalance): then the lease is released only once this guard is
+/// dropped, so the next owner starts after this work stopped — or, if the guard is kept, once
+/// the lease expires.
 pub struct ShardGuard {
-    /// Taken out when the guard is released or dropped.
-    lock: Option<LockGuard>,
+    tenure: Tenure,
     shard: u32,
     shards: u32,
-    /// To the member, which releases a dropped guard's lease and waits for the answer (if
-    /// the member is gone, the lock's own drop releases it in the background).
+    /// Its own release, and a dropped guard's when the member is gone.
+    store: Store,
+    /// To the member, which releases a dropped guard's lease in its next tick.
     back: mpsc::UnboundedSender<Returned>,
+    /// Released or dropped: nothing left for `Drop` to do.
+    done: bool,
 }
 
 impl std::fmt::Debug for ShardGuard {
@@ -47,16 +52,19 @@ impl std::fmt::Debug for ShardGuard {
 
 impl ShardGuard {
     pub(super) fn new(
-        lock: LockGuard,
+        tenure: Tenure,
         shard: u32,
         shards: u32,
+        store: Store,
         back: mpsc::UnboundedSender<Returned>,
     ) -> ShardGuard {
         ShardGuard {
-            lock: Some(lock),
+            tenure,
             shard,
             shards,
+            store,
             back,
+            done: false,
         }
     }
 
@@ -65,15 +73,16 @@ impl ShardGuard {
         self.shard
     }
 
-    /// How many shards the group has.
+    /// How many shards the group has, as this member counts them.
     pub fn shards(&self) -> u32 {
         self.shards
     }
 
-    /// Releases the shard's lease now and waits for the database's answer.
+    /// Releases the shard's lease now and waits for the database's answer. The tenure ends
+    /// at once, before the release is sent.
     ///
     /// # Errors
-    /// Database errors; the lease then expires by itself.
+    /// Database errors; the member then releases it at its next tick (or it expires).
     pub async fn release(self) -> crate::Result<()> {
         self.release_inner(None).await
     }
@@ -88,18 +97,13 @@ impl ShardGuard {
     }
 
     async fn release_inner(mut self, reason: Option<String>) -> crate::Result<()> {
-        let Some(lock) = self.lock.take() else {
-            return Ok(());
-        };
-        let term = lock.term();
-        let result = match reason {
-            Some(reason) => lock.release_because(reason).await,
-            None => lock.release().await,
-        };
+        self.done = true;
+        self.tenure.lost_token().cancel();
+        let result = release(&self.store, &self.tenure, reason).await;
         let back = Returned {
             shard: self.shard,
-            term,
-            lock: None,
+            term: self.tenure.term(),
+            released: result.is_ok(),
         };
         // A member that is gone has nothing left to learn.
         let _ = self.back.send(back);
@@ -107,11 +111,28 @@ impl ShardGuard {
     }
 }
 
+/// Releases `tenure`'s lease.
+async fn release(store: &Store, tenure: &Tenure, reason: Option<String>) -> crate::Result<()> {
+    let op = Op::Release {
+        candidate: tenure.candidate().to_string(),
+        term: tenure.term(),
+        at_least_ms: 0,
+        reason,
+        purpose: Purpose::Lock {
+            record_every_cycle: false,
+        },
+    };
+    store
+        .apply_valid(tenure.name(), &op, tenure.candidate())
+        .await
+        .map(drop)
+}
+
 impl Deref for ShardGuard {
     type Target = Tenure;
 
     fn deref(&self) -> &Tenure {
-        self.lock.as_ref().expect("held until released or dropped")
+        &self.tenure
     }
 }
 
@@ -127,15 +148,28 @@ impl Guard for ShardGuard {
 
 impl Drop for ShardGuard {
     fn drop(&mut self) {
-        if let Some(lock) = self.lock.take() {
-            let back = Returned {
-                shard: self.shard,
-                term: lock.term(),
-                lock: Some(lock),
-            };
-            // If the member is gone, the returned lock is dropped here: released in the
-            // background.
-            let _ = self.back.send(back);
+        if self.done {
+            return;
         }
+        // The tenure ends here, before anything else can run.
+        self.tenure.lost_token().cancel();
+        let back = Returned {
+            shard: self.shard,
+            term: self.tenure.term(),
+            released: false,
+        };
+        if self.back.send(back).is_ok() {
+            return;
+        }
+        // The member is gone: release in the background, or let the lease expire.
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (store, tenure) = (self.store.clone(), self.tenure.clone());
+        runtime.spawn(async move {
+            if let Err(e) = release(&store, &tenure, None).await {
+                tracing::warn!(name = tenure.name(), term = tenure.term(), error = %e, "spread: releasing a dropped shard failed; it expires");
+            }
+        });
     }
 }

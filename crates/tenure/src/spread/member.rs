@@ -1,230 +1,161 @@
-//! A member's task: every renew interval one transaction (register, read the live members and
-//! the shards' owners), the model's plan, then the surplus surrendered and free shards taken.
-//! Its shards' leases are renewed by its [`Locks`]' one keep-alive task, in one batch.
+//! A member's task: one tick per renew interval (`tick.rs`: one transaction that registers,
+//! reads the group, renews the shards still believed, releases the ones given back and takes
+//! free ones), again at once when a guard comes back (its shard may go to another member
+//! now), and in between the end of every belief whose deadline passes.
 
-use super::guard::{Returned, ShardGuard};
-use super::view::{Statements, Tick};
-use crate::candidates::{Candidates, Registration};
+use super::guard::Returned;
+use super::shards::Shards;
+use super::tick::{Farewell, Me, Tick};
+use super::view::Cell;
 use crate::config::Timing;
-use crate::lock::{LockOptions, Locks};
-use crate::model::spread::{plan, Member as Peer};
 use crate::store::Store;
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, OnceLock};
+use std::collections::BTreeSet;
 use tokio::sync::{mpsc, watch};
 use tokio::time::{sleep_until, Instant};
 use tokio_util::sync::CancellationToken;
 
-/// A shard whose guard this member handed out and that has not come back yet.
-struct Local {
-    term: u64,
-    /// Cancelled when the guard's belief ends.
-    lost: CancellationToken,
-    /// Asked to give it back (a rebalance or a leave).
-    surrendered: bool,
-}
+/// How often (in ticks) a member also drops the rows of members that expired; and at its
+/// first tick.
+const PURGE_EVERY: u64 = 240;
 
 pub(super) struct Task {
     pub(super) store: Store,
-    pub(super) group: String,
-    pub(super) shards: u32,
-    pub(super) cap: Option<u32>,
-    pub(super) weight: u32,
+    pub(super) me: Me,
     pub(super) timing: Timing,
-    pub(super) options: LockOptions,
-    pub(super) locks: Locks,
-    pub(super) registry: Candidates,
-    pub(super) registration: Registration,
-    pub(super) statements: Arc<OnceLock<Statements>>,
-    pub(super) send: mpsc::UnboundedSender<ShardGuard>,
+    pub(super) statements: Cell,
+    pub(super) shards: Shards,
+    pub(super) send: mpsc::UnboundedSender<super::ShardGuard>,
     pub(super) owned: watch::Sender<BTreeSet<u32>>,
-    /// Dropped guards come back here (`back` is what the guards send on).
-    pub(super) back: mpsc::UnboundedSender<Returned>,
     pub(super) returns: mpsc::UnboundedReceiver<Returned>,
     pub(super) stop: CancellationToken,
+    pub(super) ticks: u64,
 }
 
 impl Task {
-    pub(super) async fn run(self) {
+    pub(super) async fn run(mut self) {
         let stop = self.stop.clone();
-        let mut task = Running {
-            task: self,
-            local: BTreeMap::new(),
-        };
-        while !stop.is_cancelled() {
-            task.tick().await;
-            let next = Instant::now() + task.task.timing.renew_interval();
-            // A guard coming back ends the wait: its shard may go to another member now.
-            tokio::select! {
-                () = sleep_until(next) => {}
-                Some(returned) = task.task.returns.recv() => task.returned(returned).await,
-                () = stop.cancelled() => break,
+        'ticks: while !stop.is_cancelled() {
+            // Every renew interval from the start of a tick, however long the tick took.
+            let next = Instant::now() + self.timing.renew_interval();
+            self.tick().await;
+            loop {
+                let wake = self
+                    .shards
+                    .earliest_deadline()
+                    .map_or(next, |d| d.min(next));
+                tokio::select! {
+                    () = sleep_until(wake) => {
+                        self.shards.expire();
+                        self.publish();
+                        if Instant::now() >= next {
+                            break;
+                        }
+                    }
+                    Some(returned) = self.returns.recv() => {
+                        self.shards.returned(returned);
+                        while let Ok(more) = self.returns.try_recv() {
+                            self.shards.returned(more);
+                        }
+                        self.publish();
+                        break;
+                    }
+                    () = stop.cancelled() => break 'ticks,
+                }
             }
         }
-        task.leave().await;
-    }
-}
-
-struct Running {
-    task: Task,
-    local: BTreeMap<u32, Local>,
-}
-
-impl Running {
-    fn me(&self) -> &str {
-        &self.task.registration.candidate
+        self.leave().await;
     }
 
     /// Publishes the shards the work holds and has not been asked to give back.
     fn publish(&self) {
-        let owned: BTreeSet<u32> = self
-            .local
-            .iter()
-            .filter(|(_, l)| !l.surrendered && !l.lost.is_cancelled())
-            .map(|(&i, _)| i)
-            .collect();
-        self.task.owned.send_if_modified(|o| {
+        let owned = self.shards.owned();
+        self.owned.send_if_modified(|o| {
             let changed = *o != owned;
             *o = owned;
             changed
         });
     }
 
-    /// A guard came back: its lease released (and the answer awaited) unless the work did.
-    async fn returned(&mut self, returned: Returned) {
-        let Returned { shard, term, lock } = returned;
-        if let Some(lock) = lock {
-            if let Err(e) = lock.release().await {
-                tracing::warn!(group = self.task.group, shard, term, error = %e, "spread: releasing a shard failed; it expires by itself");
-            }
-        }
-        if self.local.get(&shard).is_some_and(|l| l.term == term) {
-            self.local.remove(&shard);
-        }
-        self.publish();
-    }
-
+    /// One tick: its transaction, then what it committed (guards handed out at once).
     async fn tick(&mut self) {
+        self.shards.expire();
         self.publish();
-        let t = &self.task;
+        let local = self.shards.local();
         let mut body = Tick {
-            statements: &t.statements,
-            registry: &t.registry,
-            registration: &t.registration,
-            count: t.shards,
-            seen: None,
+            statements: &self.statements,
+            me: &self.me,
+            local: &local,
+            purge: self.ticks % PURGE_EVERY == 0,
+            done: None,
         };
-        if let Err(e) = t.store.transaction(&mut body).await {
-            tracing::warn!(group = t.group, error = %e, "spread: reading the group failed; trying again at the next interval");
-            return;
-        }
-        let Some((_, others, shards)) = body.seen else {
-            return;
-        };
-        let me = self.me().to_string();
-        let mut members: Vec<Peer> = others
-            .iter()
-            .map(|c| Peer {
-                id: c.candidate.clone(),
-                weight: u32::try_from(c.priority).unwrap_or(1).max(1),
-            })
-            .collect();
-        members.push(Peer {
-            id: me.clone(),
-            weight: t.weight,
-        });
-        // A shard with a guard here is ours unless the database shows another holder; one the
-        // database shows under our id without a guard here is not (another process with the
-        // same id, or a release still under way), so it is neither ours nor free.
-        // A paused shard nobody holds is not free either: nobody may take it until resumed.
-        let owners: Vec<Option<String>> = shards
-            .owners
-            .iter()
-            .enumerate()
-            .map(|(i, holder)| {
-                let here = u32::try_from(i).is_ok_and(|i| self.local.contains_key(&i));
-                match holder {
-                    None if here => Some(me.clone()),
-                    None if shards.paused[i] => Some("\u{0}paused".to_string()),
-                    Some(h) if *h == me && !here => Some(format!("{me}\u{0}elsewhere")),
-                    other => other.clone(),
+        self.ticks += 1;
+        let sent = Instant::now();
+        let result = self.store.transaction(&mut body).await;
+        let received = Instant::now();
+        match (result, body.done) {
+            (Ok(()), Some(ticked)) => {
+                for guard in self.shards.ticked(ticked, sent, received) {
+                    // If the member's stream is gone (it is leaving), the guard is dropped
+                    // here, comes back, and is released like any other.
+                    drop(self.send.send(guard));
                 }
-            })
-            .collect();
-        let plan = plan(&me, &owners, &members, t.cap);
-        for shard in plan.release {
-            if let Some(l) = self.local.get_mut(&shard).filter(|l| !l.surrendered) {
-                tracing::info!(
-                    group = t.group,
-                    shard,
-                    term = l.term,
-                    "spread: giving a shard back"
-                );
-                t.locks
-                    .surrender(&super::shard_name(&t.group, shard), l.term);
-                l.surrendered = true;
             }
-        }
-        for shard in plan.take {
-            if self.local.contains_key(&shard) || self.task.stop.is_cancelled() {
-                continue;
-            }
-            let name = super::shard_name(&self.task.group, shard);
-            match self.task.locks.try_lock(&name, self.task.options).await {
-                Ok(Some(guard)) => self.hand_out(shard, guard),
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::warn!(name, error = %e, "spread: taking a shard failed");
-                    break;
-                }
+            (Ok(()), None) => {}
+            (Err(e), _) => {
+                tracing::warn!(group = self.me.group, error = %e, "spread: a tick failed; its beliefs end at their deadlines unless the next one renews them");
             }
         }
         self.publish();
     }
 
-    fn hand_out(&mut self, shard: u32, guard: crate::lock::LockGuard) {
-        let t = &self.task;
-        let local = Local {
-            term: guard.term(),
-            lost: guard.lost_token(),
-            surrendered: false,
-        };
-        tracing::info!(
-            group = t.group,
-            shard,
-            term = local.term,
-            "spread: took a shard"
-        );
-        let guard = ShardGuard::new(guard, shard, t.shards, t.back.clone());
-        // Counted before it is sent: if the member's stream is gone (it is leaving), the guard
-        // is dropped here, comes back, and its release is awaited like any other.
-        self.local.insert(shard, local);
-        drop(t.send.send(guard));
-    }
-
-    /// A clean leave: every shard surrendered, the work given until the leases would expire
-    /// to drop its guards (each lease released as its guard comes back, the answer awaited),
-    /// then the registration dropped.
+    /// A clean leave: every shard surrendered, each lease released as its guard comes back
+    /// (the work is given until the leases would expire to drop them), then the member's row
+    /// dropped with the last releases.
     async fn leave(mut self) {
-        let t = &self.task;
-        for (&shard, l) in &mut self.local {
-            if !l.surrendered {
-                t.locks
-                    .surrender(&super::shard_name(&t.group, shard), l.term);
-                l.surrendered = true;
-            }
-        }
+        self.shards.surrender_all();
         self.publish();
-        let give_up = Instant::now() + self.task.timing.ttl();
-        while !self.local.is_empty() {
+        let give_up = Instant::now() + self.timing.ttl();
+        while self.shards.any_out() {
             tokio::select! {
-                Some(returned) = self.task.returns.recv() => self.returned(returned).await,
+                Some(returned) = self.returns.recv() => {
+                    self.shards.returned(returned);
+                    while let Ok(more) = self.returns.try_recv() {
+                        self.shards.returned(more);
+                    }
+                    self.farewell(false).await;
+                }
                 () = sleep_until(give_up) => break,
             }
         }
-        let t = &self.task;
-        if let Err(e) = t.registry.leave(&t.group, &t.registration.candidate).await {
-            tracing::warn!(group = t.group, error = %e, "spread: leaving the registry failed; the registration expires by itself");
+        self.publish();
+        self.farewell(true).await;
+    }
+
+    /// Releases every term whose guard came back (and, at the `last`, drops the member's
+    /// row), in one transaction.
+    async fn farewell(&mut self, last: bool) {
+        let local = self.shards.local();
+        if local.stale.is_empty() && !last {
+            return;
+        }
+        let mut body = Farewell {
+            statements: &self.statements,
+            me: &self.me,
+            local: &local,
+            last,
+            done: None,
+        };
+        let sent = Instant::now();
+        let result = self.store.transaction(&mut body).await;
+        match (result, body.done) {
+            (Ok(()), Some(ticked)) => {
+                let guards = self.shards.ticked(ticked, sent, Instant::now());
+                debug_assert!(guards.is_empty(), "a farewell takes nothing");
+            }
+            (Ok(()), None) => {}
+            (Err(e), _) => {
+                tracing::warn!(group = self.me.group, error = %e, "spread: releasing while leaving failed; the shards and the member's row expire by themselves");
+            }
         }
     }
 }

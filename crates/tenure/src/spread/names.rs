@@ -1,78 +1,141 @@
-//! A group's name is no election's or lock's: the checks at the edges, and which registrations
-//! of a group's name are its members.
+//! A group's name is no election's or lock's: one rule, applied on every path that takes a
+//! lease for someone who is not one of the group's members, and the join's check the other
+//! way round.
+//!
+//! [`refusal_in`] is the rule, inside the caller's own transaction: `tenure run`, `lock`,
+//! `every` and `serve --campaign` run it through [`check_no_group`] before they campaign, and
+//! the Consul layer runs it in the transaction of every `?acquire=` (a front end that takes
+//! leases for its clients — Consul's, and the etcd API's to come — calls it in its own
+//! transaction, so that the check and the acquisition see one moment). A group's own members
+//! never ask: their shards are theirs.
 
-use super::{groups, shard_of, METADATA};
-use crate::candidates::{Candidate, Candidates};
+use super::statements::live_groups;
+use crate::backend::tx::{Arg, Body, Outcome, Schema, Tx};
+use crate::candidates::Candidates;
 use crate::error::{Error, Result};
+use crate::model::DbTime;
 use crate::store::Store;
 
-/// The shard count a member's registration metadata gives (`spread:shards=N`).
-pub(super) fn shards_in(metadata: Option<&str>) -> Option<u32> {
-    metadata?.strip_prefix(METADATA)?.parse().ok()
-}
+/// The rule a live group's name breaks for an election or a lock.
+pub const GROUP_NAME: &str =
+    "is a live spreading group's name (tenure spread); an election's or lock's name must be no group's name";
 
-/// Whether registration metadata is a group member's.
-pub(super) fn is_member_metadata(metadata: Option<String>) -> bool {
-    shards_in(metadata.as_deref()).is_some()
-}
+/// The rule a live group's shard breaks for anyone but the group's members.
+pub const SHARD_NAME: &str =
+    "is a shard of a live spreading group (GROUP/i): only the group's members take it (tenure spread)";
 
-/// Whether a registration is a group member's: an observer with the layer's metadata (an
-/// elector campaigning for the group's name, or observing it, is not).
-pub(super) fn is_member(c: &Candidate) -> bool {
-    c.observer && shards_in(c.metadata.as_deref()).is_some()
+/// Why `name` may not be taken as a lease by anyone but a group's members at `now` (the
+/// transaction's instant), if it may not: it is the name of a group with live members
+/// ([`GROUP_NAME`]), or of one of its shards, `GROUP/i` with `i` below the largest shard
+/// count its live members give ([`SHARD_NAME`]). One statement, in `tx`.
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn refusal_in(
+    tx: &mut dyn Tx,
+    name: &str,
+    now: DbTime,
+) -> Result<Option<&'static str>> {
+    let shard = name
+        .rsplit_once('/')
+        .and_then(|(group, _)| Some((group, super::shard_of(group, name)?)));
+    let mut names = vec![name];
+    names.extend(shard.map(|(group, _)| group));
+    let sql = live_groups(tx.prefix(), tx.dialect(), Some(names.len()));
+    let mut args = vec![Arg::Int(now.0)];
+    args.extend(names.iter().map(|n| Arg::Text(n)));
+    for row in tx.fetch(&sql, &args).await? {
+        let group = row.text("name")?;
+        let shards = u64::try_from(row.int("shards")?).unwrap_or(0);
+        if group == name {
+            return Ok(Some(GROUP_NAME));
+        }
+        if shard.is_some_and(|(g, i)| g == group && u64::from(i) < shards) {
+            return Ok(Some(SHARD_NAME));
+        }
+    }
+    Ok(None)
 }
 
 /// Refuses `name` for an election or a lock when it belongs to a live spreading group: the
-/// group's own name (its members register under it), or one of its shards' (`GROUP/i`, `i`
-/// below the group's shard count), which the group's members take and give back. The edge
-/// check of `tenure run`, `lock`, `every` and `serve --campaign`; the other half of the rule
-/// is [`Spread::join`](super::Spread::join)'s.
+/// group's own name, or one of its shards' (`GROUP/i`, `i` below the group's shard count),
+/// which the group's members take and give back. The edge check of `tenure run`, `lock`,
+/// `every` and `serve --campaign` ([`refusal_in`] in a read of its own); the other half of
+/// the rule is [`Spread::join`](super::Spread::join)'s.
 ///
 /// # Errors
 /// [`Error::Invalid`] naming the rule; [`Error::Timeout`], database errors.
 pub async fn check_no_group(store: &Store, name: &str) -> Result<()> {
-    let groups = groups(store).await?;
-    let invalid = |rule| Error::Invalid {
-        what: "name",
-        value: name.to_string(),
-        rule,
+    let mut body = Check {
+        name,
+        refusal: None,
     };
-    if groups.contains_key(name) {
-        return Err(invalid(
-            "is a live spreading group's name (tenure spread); an election's or lock's name must be no group's name",
-        ));
+    store.transaction(&mut body).await?;
+    match body.refusal {
+        Some(rule) => Err(Error::Invalid {
+            what: "name",
+            value: name.to_string(),
+            rule,
+        }),
+        None => Ok(()),
     }
-    let shard = groups
-        .iter()
-        .any(|(group, &n)| shard_of(group, name).is_some_and(|i| i < n));
-    if shard {
-        return Err(invalid(
-            "is a shard of a live spreading group (GROUP/i): only the group's members take it (tenure spread)",
-        ));
-    }
-    Ok(())
 }
 
-/// Refuses a group whose name is an election's or a lock's: a lease by that name exists, or
-/// a live registration of the name is not a member's (an elector campaigning or observing).
+/// [`refusal_in`] in a read transaction of its own.
+struct Check<'a> {
+    name: &'a str,
+    refusal: Option<&'static str>,
+}
+
+#[async_trait::async_trait]
+impl Body for Check<'_> {
+    fn schema(&self) -> Option<&'static Schema> {
+        Some(&super::statements::SCHEMA)
+    }
+
+    fn writes(&self) -> bool {
+        false
+    }
+
+    fn op(&self) -> &'static str {
+        "spread_names"
+    }
+
+    fn name(&self) -> Option<&str> {
+        Some(self.name)
+    }
+
+    async fn run(&mut self, tx: &mut dyn Tx) -> Result<Outcome> {
+        let now = tx.now().await?;
+        self.refusal = refusal_in(tx, self.name, now).await?;
+        Ok(Outcome::Commit)
+    }
+}
+
+/// Refuses a group whose name is a live election's or lock's: a lease by that name with a
+/// live holder, or live registrations of the name in the candidate registry (an elector
+/// campaigning or observing). A vacant lease — its holder gone (a lock released, a Consul
+/// session destroyed) and no live candidate — does not block: lease rows are never deleted,
+/// and a name once used that way may become a group's.
 pub(super) async fn check_name_is_free(store: &Store, group: &str) -> Result<()> {
     let taken = |rule| Error::Invalid {
         what: "group",
         value: group.to_string(),
         rule,
     };
-    if !store.get(group).await?.leases.is_empty() {
+    let snapshot = store.get(group).await?;
+    let now = snapshot.now;
+    if snapshot
+        .leases
+        .iter()
+        .any(|l| l.holder.is_some() && l.expires_at > now)
+    {
         return Err(taken(
-            "is the name of a lease (an election or a lock); a group's name must be no lease's name",
+            "is the name of a held lease (an election or a lock); a group's name must be no lease's name",
         ));
     }
     let roster = Candidates::new(store.clone()).list(group).await?;
-    let now = roster.now;
-    if roster
-        .candidates
-        .iter()
-        .any(|c| c.is_live(now) && !is_member(c))
-    {
+    if roster.candidates.iter().any(|c| c.is_live(roster.now)) {
         return Err(taken(
             "has live candidates of an election by that name; a group's name must be no election's name",
         ));

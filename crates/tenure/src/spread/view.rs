@@ -1,231 +1,151 @@
-//! The spreading layer's transactions: a member's tick (it registers, and reads the live
-//! members and every shard's live owner, in one transaction under the database's clock), the
-//! read of groups' assignments (each group's members and shards in one statement), and an
-//! operator's pause or resume of every shard of a group.
+//! The spreading layer's reads and an operator's actions: a group's view in one statement (its
+//! live members, its shards' live or paused lease rows, its own row), every group's assignment
+//! in one transaction, the live groups, and a pause or resume of a whole group.
 
-use crate::backend::tx::{Arg, Body, Dialect, Outcome, Row, Schema, Tx};
-use crate::candidates::{Candidate, Candidates, Registration};
-use crate::error::Result;
-use crate::model::DbTime;
-use std::sync::OnceLock;
+use super::statements::Statements;
+use crate::backend::tx::{cell, Arg, Body, Outcome, Row, Schema, Tx};
+use crate::error::{Error, Result};
+use crate::model::spread::Member;
+use crate::model::{DbTime, Op};
+use crate::records::Applied;
+use std::collections::BTreeMap;
 
-/// The layer's statements. The shard names `GROUP/i` all lie in the range [`GROUP/`,
-/// `GROUP0`) (`0` follows `/` in every byte-wise collation, which the lease's names use), so
-/// they read the primary key's range.
-#[derive(Debug)]
-pub(super) struct Statements {
-    /// Every lease row of a group's shards, with holder, term, paused (as `flag`) and expiry.
-    /// Parameters: the range's start (`GROUP/`) and end (`GROUP0`).
-    shards: String,
-    /// A group's assignment in one statement, so one snapshot on every engine (a transaction
-    /// of several statements at READ COMMITTED could see a member and the shards at two
-    /// moments): the registrations of the group's name (`term` -1, the id as `name`, the
-    /// metadata as `holder`, `observer` as `flag`) and its shards' lease rows (`paused` as
-    /// `flag`: both columns are of one type on each engine). Parameters: the group, the
-    /// range's start and end.
-    assignment: String,
+/// The layer's statement cell.
+pub(super) type Cell = cell::Statements<Statements>;
+
+/// The layer's statements on `tx`'s store, built the first time.
+pub(super) fn statements<'s>(cell: &'s Cell, tx: &dyn Tx) -> &'s Statements {
+    cell.get(tx, |tx| Statements::new(tx.prefix(), tx.dialect()))
 }
 
-impl Statements {
-    fn new(prefix: &str, d: &Dialect) -> Statements {
-        let p = d.param;
-        let t = d.text;
-        Statements {
-            assignment: format!(
-                "SELECT {} AS name, {} AS holder, -1 AS term, observer AS flag, \
-                 {} AS expires_us FROM {prefix}candidate WHERE name = {} \
-                 UNION ALL \
-                 SELECT {} AS name, {} AS holder, term, paused AS flag, {} AS expires_us \
-                 FROM {prefix}lease WHERE name >= {} AND name < {}",
-                t("candidate"),
-                t("metadata"),
-                (d.to_us)("expires_at"),
-                p(1),
-                t("name"),
-                t("holder"),
-                (d.to_us)("expires_at"),
-                p(2),
-                p(3)
-            ),
-            shards: format!(
-                "SELECT {} AS name, {} AS holder, term, paused AS flag, {} AS expires_us \
-                 FROM {prefix}lease WHERE name >= {} AND name < {}",
-                t("name"),
-                t("holder"),
-                (d.to_us)("expires_at"),
-                p(1),
-                p(2)
-            ),
-        }
-    }
+/// A number of a row that must fit a `u32` (a shard count, a cap, a weight).
+fn count(row: &dyn Row, column: &str, v: i64) -> Result<u32> {
+    u32::try_from(v).map_err(|_| Error::Corrupt {
+        table: "spread_member".to_string(),
+        reason: format!("{column} {v} of {:?} is not a u32", row.text("name").ok()),
+    })
 }
 
-/// Each shard's live owner and term, as one transaction saw them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(super) struct Shards {
-    /// Per shard: its live holder (`None`: vacant or expired).
-    pub(super) owners: Vec<Option<String>>,
-    /// Per shard: its current term (0: never held).
-    pub(super) terms: Vec<u64>,
-    /// Per shard: paused (nobody takes it, its holder steps down).
-    pub(super) paused: Vec<bool>,
-}
-
-fn statements<'s>(cell: &'s OnceLock<Statements>, tx: &dyn Tx) -> &'s Statements {
-    cell.get_or_init(|| Statements::new(tx.prefix(), tx.dialect()))
-}
-
-impl Shards {
-    fn new(count: u32) -> Shards {
-        Shards {
-            owners: vec![None; count as usize],
-            terms: vec![0; count as usize],
-            paused: vec![false; count as usize],
-        }
-    }
-
-    /// Takes in a lease row of the group's range, if it is one of its shards.
-    fn add(&mut self, group: &str, row: &dyn Row, now: DbTime) -> Result<()> {
-        let name = row.text("name")?;
-        let count = u32::try_from(self.owners.len()).unwrap_or(u32::MAX);
-        let Some(i) = super::shard_of(group, &name).filter(|&i| i < count) else {
-            return Ok(());
-        };
-        let live = DbTime(row.int("expires_us")?) > now;
-        self.owners[i as usize] = row.opt_text("holder")?.filter(|_| live);
-        self.terms[i as usize] = u64::try_from(row.int("term")?).unwrap_or(0);
-        self.paused[i as usize] = row.boolean("flag")?;
-        Ok(())
-    }
-}
-
-/// Reads the group's shards at `now`.
-async fn shards(
-    cell: &OnceLock<Statements>,
-    tx: &mut dyn Tx,
-    group: &str,
-    count: u32,
-    now: DbTime,
-) -> Result<Shards> {
-    let s = statements(cell, tx);
-    let (start, end) = (format!("{group}/"), format!("{group}0"));
-    let rows = tx
-        .fetch(&s.shards, &[Arg::Text(&start), Arg::Text(&end)])
-        .await?;
-    let mut out = Shards::new(count);
-    for row in rows {
-        out.add(group, row.as_ref(), now)?;
-    }
-    Ok(out)
-}
-
-/// One group as one statement saw it: its live members' ids (sorted) and its shards.
+/// A live member, as its row shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Seen {
-    pub(super) group: String,
-    pub(super) count: u32,
-    pub(super) members: Vec<String>,
-    pub(super) shards: Shards,
+pub(super) struct MemberRow {
+    pub(super) member: Member,
+    /// When its current run of ticks began.
+    pub(super) since: DbTime,
 }
 
-/// Reads a group's live members and its shards at `now`, in one statement.
-async fn assignment(
-    cell: &OnceLock<Statements>,
-    tx: &mut dyn Tx,
-    group: &str,
-    count: u32,
-    now: DbTime,
-) -> Result<Seen> {
+/// A shard's lease row as a view shows it: only rows that are live or paused are read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct ShardRow {
+    /// Its live holder (`None`: vacant or expired, and paused).
+    pub(super) holder: Option<String>,
+    pub(super) term: u64,
+    pub(super) paused: bool,
+}
+
+/// A group as one statement saw it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct View {
+    /// Its live members, by id.
+    pub(super) members: Vec<MemberRow>,
+    /// Its shards' lease rows that are live or paused, by shard (any shard index: a holder of
+    /// `GROUP/i` beyond every member's N included).
+    pub(super) shards: BTreeMap<u32, ShardRow>,
+    /// Whether the group is paused (`None`: it has no row yet).
+    pub(super) paused: Option<bool>,
+}
+
+/// Reads `group`'s view at `now` in one statement: the rows it reads are the live members,
+/// the group's row and the live or paused shards — never every shard of a group of N.
+pub(super) async fn view(cell: &Cell, tx: &mut dyn Tx, group: &str, now: DbTime) -> Result<View> {
     let s = statements(cell, tx);
     let (start, end) = (format!("{group}/"), format!("{group}0"));
-    let args = [Arg::Text(group), Arg::Text(&start), Arg::Text(&end)];
-    let rows = tx.fetch(&s.assignment, &args).await?;
-    let mut seen = Seen {
-        group: group.to_string(),
-        count,
-        members: Vec::new(),
-        shards: Shards::new(count),
-    };
-    for row in rows {
-        if row.int("term")? < 0 {
-            let observer = row.boolean("flag")?;
-            let member = observer && super::names::is_member_metadata(row.opt_text("holder")?);
-            if member && DbTime(row.int("expires_us")?) > now {
-                seen.members.push(row.text("name")?);
+    let args = [
+        Arg::Text(group),
+        Arg::Int(now.0),
+        Arg::Text(&start),
+        Arg::Text(&end),
+        Arg::Int(now.0),
+        Arg::Text(group),
+    ];
+    let mut view = View::default();
+    for row in tx.fetch(&s.view, &args).await? {
+        let row = row.as_ref();
+        match row.text("kind")?.as_str() {
+            "member" => {
+                let cap = row
+                    .opt_int("cap")?
+                    .map(|c| count(row, "cap", c))
+                    .transpose()?;
+                view.members.push(MemberRow {
+                    member: Member {
+                        id: row.text("name")?,
+                        weight: count(row, "weight", row.int("b")?)?,
+                        shards: count(row, "shards", row.int("n")?)?,
+                        cap,
+                    },
+                    since: DbTime(row.int("at_us")?),
+                });
             }
-        } else {
-            seen.shards.add(group, row.as_ref(), now)?;
+            "shard" => {
+                let Some(i) = super::shard_of(group, &row.text("name")?) else {
+                    continue;
+                };
+                let live = DbTime(row.int("at_us")?) > now;
+                view.shards.insert(
+                    i,
+                    ShardRow {
+                        holder: row.opt_text("holder")?.filter(|_| live),
+                        term: u64::try_from(row.int("n")?).unwrap_or(0),
+                        paused: row.int("b")? != 0,
+                    },
+                );
+            }
+            _ => view.paused = Some(row.int("b")? != 0),
         }
     }
-    seen.members.sort();
-    Ok(seen)
+    view.members.sort_by(|a, b| a.member.id.cmp(&b.member.id));
+    Ok(view)
 }
 
-/// A member's tick: it registers in the candidate registry (as an observer of the group's
-/// name, its weight as its priority), and reads the live members and the shards.
-pub(super) struct Tick<'a> {
-    pub(super) statements: &'a OnceLock<Statements>,
-    pub(super) registry: &'a Candidates,
-    pub(super) registration: &'a Registration,
-    pub(super) count: u32,
-    /// The answer: the database's now, the live members (this one among them), the shards.
-    pub(super) seen: Option<(DbTime, Vec<Candidate>, Shards)>,
-}
-
-#[async_trait::async_trait]
-impl Body for Tick<'_> {
-    fn schema(&self) -> Option<&'static Schema> {
-        Some(&crate::candidates::statements::SCHEMA)
+/// The live groups at `now`: each name and the largest shard count its live members give.
+pub(super) async fn live_groups(
+    cell: &Cell,
+    tx: &mut dyn Tx,
+    now: DbTime,
+) -> Result<BTreeMap<String, u32>> {
+    let s = statements(cell, tx);
+    let mut groups = BTreeMap::new();
+    for row in tx.fetch(&s.live_groups, &[Arg::Int(now.0)]).await? {
+        let shards = count(row.as_ref(), "shards", row.int("shards")?)?;
+        groups.insert(row.text("name")?, shards);
     }
-
-    fn writes(&self) -> bool {
-        true
-    }
-
-    fn op(&self) -> &'static str {
-        "spread"
-    }
-
-    fn db_now(&self) -> Option<DbTime> {
-        self.seen.as_ref().map(|(now, _, _)| *now)
-    }
-
-    async fn run(&mut self, tx: &mut dyn Tx) -> Result<Outcome> {
-        let r = self.registration;
-        let (now, rows) = self.registry.register_in(tx, r).await?;
-        // Members only: an elector campaigning for the group's name is no member.
-        let members: Vec<Candidate> = rows
-            .into_iter()
-            .filter(|c| c.is_live(now) && c.candidate != r.candidate && super::names::is_member(c))
-            .collect();
-        let shards = shards(self.statements, tx, &r.name, self.count, now).await?;
-        self.seen = Some((now, members, shards));
-        Ok(Outcome::Commit)
-    }
+    Ok(groups)
 }
 
 /// Which groups a [`Read`] reads.
 pub(super) enum Which<'a> {
-    /// One group of `count` shards.
+    /// One group, counted as `count` shards.
     One { group: &'a str, count: u32 },
-    /// Every group with live members (the registry's live observers with the layer's
-    /// metadata), each with the largest shard count its members give.
+    /// Every group with live members, each with the largest shard count they give.
     All,
 }
 
-/// Groups' assignments, read in one transaction: each group's members and shards in one
-/// statement at the transaction's one instant.
+/// One group as a [`Read`] saw it: its name, the shard count it is read as, the instant.
+pub(super) type Seen = (String, u32, DbTime, View);
+
+/// Groups' views, read in one transaction: each group in one statement at the transaction's
+/// one instant.
 pub(super) struct Read<'a> {
-    pub(super) statements: &'a OnceLock<Statements>,
-    pub(super) registry: &'a Candidates,
+    pub(super) statements: &'a Cell,
     pub(super) which: Which<'a>,
-    pub(super) seen: Option<(DbTime, Vec<Seen>)>,
+    pub(super) seen: Vec<Seen>,
 }
 
 #[async_trait::async_trait]
 impl Body for Read<'_> {
     fn schema(&self) -> Option<&'static Schema> {
-        Some(&crate::candidates::statements::SCHEMA)
+        Some(&super::statements::SCHEMA)
     }
 
     fn writes(&self) -> bool {
@@ -237,41 +157,77 @@ impl Body for Read<'_> {
     }
 
     fn db_now(&self) -> Option<DbTime> {
-        self.seen.as_ref().map(|(now, _)| *now)
+        self.seen.first().map(|(_, _, now, _)| *now)
     }
 
     async fn run(&mut self, tx: &mut dyn Tx) -> Result<Outcome> {
+        self.seen.clear();
         let now = tx.now().await?;
         let groups = match self.which {
-            Which::One { group, count } => vec![(group.to_string(), count)],
-            Which::All => {
-                let live = self.registry.live_in(tx, now).await?;
-                super::groups_of(&live).into_iter().collect()
-            }
+            Which::One { group, count } => BTreeMap::from([(group.to_string(), count)]),
+            Which::All => live_groups(self.statements, tx, now).await?,
         };
-        let mut seen = Vec::with_capacity(groups.len());
         for (group, count) in groups {
-            seen.push(assignment(self.statements, tx, &group, count, now).await?);
+            let view = view(self.statements, tx, &group, now).await?;
+            self.seen.push((group, count, now, view));
         }
-        self.seen = Some((now, seen));
         Ok(Outcome::Commit)
     }
 }
 
-/// An operator's action on every shard of a group (pause, resume), in one transaction: each
-/// shard's lease decided by the model under its row's lock, with its history event.
+/// The live groups, or whether one group has a row (a member ticked in it once, or an
+/// operator paused it), in one read.
+pub(super) struct Groups<'a> {
+    pub(super) statements: &'a Cell,
+    pub(super) live: BTreeMap<String, u32>,
+    /// The group whose row to look for, and whether it has one.
+    pub(super) known: Option<(&'a str, bool)>,
+}
+
+#[async_trait::async_trait]
+impl Body for Groups<'_> {
+    fn schema(&self) -> Option<&'static Schema> {
+        Some(&super::statements::SCHEMA)
+    }
+
+    fn writes(&self) -> bool {
+        false
+    }
+
+    fn op(&self) -> &'static str {
+        "spread_groups"
+    }
+
+    async fn run(&mut self, tx: &mut dyn Tx) -> Result<Outcome> {
+        let now = tx.now().await?;
+        self.live = live_groups(self.statements, tx, now).await?;
+        if let Some((group, known)) = &mut self.known {
+            let s = statements(self.statements, tx);
+            *known = !tx
+                .fetch(&s.group_row, &[Arg::Text(group)])
+                .await?
+                .is_empty();
+        }
+        Ok(Outcome::Commit)
+    }
+}
+
+/// An operator's pause or resume of a whole group, in one transaction: the group's row
+/// records it (so that a member that joins later, whatever its N, sees it), and every lease
+/// row of its shards that exists is paused or resumed, each decided by the model under its
+/// row's lock with its history event.
 pub(super) struct Admin<'a> {
+    pub(super) statements: &'a Cell,
     pub(super) group: &'a str,
-    pub(super) count: u32,
-    pub(super) op: crate::model::Op,
+    pub(super) pause: bool,
     pub(super) actor: &'a str,
-    pub(super) applied: Vec<crate::records::Applied>,
+    pub(super) applied: Vec<Applied>,
 }
 
 #[async_trait::async_trait]
 impl Body for Admin<'_> {
     fn schema(&self) -> Option<&'static Schema> {
-        Some(&crate::candidates::statements::SCHEMA)
+        Some(&super::statements::SCHEMA)
     }
 
     fn writes(&self) -> bool {
@@ -288,10 +244,30 @@ impl Body for Admin<'_> {
 
     async fn run(&mut self, tx: &mut dyn Tx) -> Result<Outcome> {
         self.applied.clear();
-        for i in 0..self.count {
-            let name = super::shard_name(self.group, i);
-            let applied = tx.lease(&name, &self.op, self.actor, None).await?;
-            self.applied.push(applied);
+        let now = tx.now().await?;
+        let s = statements(self.statements, tx);
+        let args = [
+            Arg::Text(self.group),
+            Arg::Bool(self.pause),
+            Arg::Int(now.0),
+            Arg::Text(self.actor),
+        ];
+        tx.execute(&s.set_group, &args).await?;
+        let (start, end) = (format!("{}/", self.group), format!("{}0", self.group));
+        let rows = tx
+            .fetch(&s.shard_names, &[Arg::Text(&start), Arg::Text(&end)])
+            .await?;
+        let mut names = Vec::with_capacity(rows.len());
+        for row in rows {
+            let name = row.text("name")?;
+            if super::shard_of(self.group, &name).is_some() {
+                names.push(name);
+            }
+        }
+        let op = if self.pause { Op::Pause } else { Op::Resume };
+        let ops: Vec<(&str, Op)> = names.iter().map(|n| (n.as_str(), op.clone())).collect();
+        if !ops.is_empty() {
+            self.applied = tx.leases(&ops, self.actor).await?;
         }
         Ok(Outcome::Commit)
     }

@@ -31,6 +31,9 @@ mod locks;
 mod ops;
 mod schedule;
 mod spread;
+mod spread_bands;
+mod spread_cost;
+mod spread_failing;
 mod spread_names;
 mod spread_pause;
 mod spread_stall;
@@ -131,7 +134,15 @@ for_every_backend!([
     spread::spread_assignment_is_one_read,
     spread_names::spread_refuses_a_group_named_like_a_lease,
     spread_names::spread_counts_no_elector_of_its_name_as_a_member,
+    spread_names::spread_names_hold_for_consul_and_a_vacant_lease_gives_way,
     spread_pause::spread_pause_stops_every_shard_until_resumed,
+    spread_pause::spread_a_paused_group_stays_paused_whatever_joins,
+    spread_bands::spread_members_with_different_ns_own_every_shard,
+    spread_cost::spread_costs_one_transaction_per_interval,
+    spread_cost::spread_a_million_shards_cost_their_live_rows,
+    spread_failing::spread_a_first_tick_failing_half_way_writes_nothing,
+    spread_failing::spread_a_renewal_failing_half_way_ends_every_belief_by_its_deadline,
+    spread_failing::spread_two_members_creating_one_shard_never_both_own_it,
     spread_stall::spread_a_stalled_member_stops_before_its_shards_move,
     bounds::release_at_least_is_bounded,
     bounds::lock_at_least_is_bounded,

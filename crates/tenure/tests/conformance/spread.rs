@@ -12,9 +12,9 @@ use tenure::{Member, Spread, Store};
 use tokio::time::{sleep, Instant};
 
 /// 2 s: renew every 500 ms, database timeout 400 ms (a loaded machine's round trips fit).
-const TTL: Duration = Duration::from_millis(2_000);
+pub(crate) const TTL: Duration = Duration::from_millis(2_000);
 /// Generous: settling takes a few renew intervals.
-const WITHIN: Duration = Duration::from_secs(40);
+pub(crate) const WITHIN: Duration = Duration::from_secs(40);
 
 /// What the members' work saw: per shard who works on it now and the last term it started,
 /// and every start in order.
@@ -97,13 +97,25 @@ impl Worker {
 }
 
 pub(crate) async fn join(store: &Store, group: &str, id: &str) -> Member {
-    Spread::new(store.clone(), group, 12)
+    join_with(store, group, id, 12, None).await
+}
+
+/// A member of `group` counting `shards` shards, at most `cap` of them.
+pub(crate) async fn join_with(
+    store: &Store,
+    group: &str,
+    id: &str,
+    shards: u32,
+    cap: Option<u32>,
+) -> Member {
+    let mut spread = Spread::new(store.clone(), group, shards)
         .unwrap()
         .member(id)
-        .ttl(TTL)
-        .join()
-        .await
-        .unwrap()
+        .ttl(TTL);
+    if let Some(k) = cap {
+        spread = spread.max_per_member(k);
+    }
+    spread.join().await.unwrap()
 }
 
 /// Waits (bounded) until the workers own `want` shards each, all different, and the
@@ -169,7 +181,8 @@ pub(crate) async fn spread_settles_rebalances_and_never_doubles(store: Store) {
         .await
         .unwrap();
     assert!(assignment.members.is_empty(), "{assignment:?}");
-    assert_eq!(assignment.unowned.len(), 12);
+    assert_eq!(assignment.unowned_count(), 12);
+    assert_eq!(assignment.unowned, vec![0..=11]);
 }
 
 pub(crate) async fn spread_members_sharing_an_id_never_share_a_shard(store: Store) {
@@ -224,7 +237,8 @@ pub(crate) async fn spread_assignment_is_one_read(store: Store) {
         assert!(seen.unowned.is_empty(), "{seen:?}");
         assert_eq!(seen.members.get("a"), Some(&held(&a)), "{seen:?}");
         assert_eq!(seen.members.get("b"), Some(&held(&b)), "{seen:?}");
-        assert!(seen.terms.iter().all(|&t| t >= 1), "{seen:?}");
+        assert_eq!(seen.terms.len(), 12, "{seen:?}");
+        assert!(seen.terms.values().all(|&t| t >= 1), "{seen:?}");
     }
     a.leave().await;
     b.leave().await;

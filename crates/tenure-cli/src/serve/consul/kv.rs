@@ -3,7 +3,7 @@
 
 use super::wire::{entry_json, index_headers, with_index};
 use super::{bad, too_large, Answered, Call, ConsulError};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::IntoResponse;
 use serde_json::{json, Value};
 use tenure::consul::{PutMode, Reply, Request, MAX_VALUE_BYTES};
@@ -96,11 +96,29 @@ pub(super) async fn put(call: Call) -> Answered {
         mode,
     };
     let answer = call.run(request, true).await?;
-    Ok(with_index(
+    let mut response = with_index(
         answer.index,
         StatusCode::OK,
         json!(answer.reply == Reply::Done(true)),
-    ))
+    );
+    if let Reply::Refused(reason) = &answer.reply {
+        // Consul answers `false` alone to an acquire it cannot grant (a lock-delay: it logs
+        // why); tenure's reason rides in a header of its own, which Consul's clients ignore.
+        let shown: String = reason
+            .chars()
+            .map(|c| {
+                if c.is_ascii_graphic() || c == ' ' {
+                    c
+                } else {
+                    '?'
+                }
+            })
+            .collect();
+        if let Ok(value) = HeaderValue::from_str(&shown) {
+            response.headers_mut().insert("x-tenure-refused", value);
+        }
+    }
+    Ok(response)
 }
 
 /// `DELETE /v1/kv/{key}` (`recurse`, `cas`).

@@ -36,14 +36,22 @@ async fn groups_show_each_members_shards_and_the_unowned(db: &TestDb) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let held: Vec<u32> = owned.borrow().iter().copied().collect();
-    let unowned: Vec<u32> = (0..5).filter(|i| !held.contains(i)).collect();
+    // The unowned shards as ranges of consecutive ones.
+    let mut ranges: Vec<[u32; 2]> = Vec::new();
+    for i in (0..5).filter(|i| !held.contains(i)) {
+        match ranges.last_mut() {
+            Some(r) if r[1] + 1 == i => r[1] = i,
+            _ => ranges.push([i, i]),
+        }
+    }
     assert_eq!(
         body,
         json!({ "groups": [{
             "group": "jobs",
             "shards": 5,
+            "paused": false,
             "members": { "m-1": held },
-            "unowned": unowned,
+            "unowned": { "count": 3, "ranges": ranges },
         }]})
     );
 

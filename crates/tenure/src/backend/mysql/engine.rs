@@ -4,7 +4,7 @@ use super::bell::Bells;
 use super::galera::Galera;
 use super::one_statement::{self, CycleCalls};
 use crate::backend::fresh::Freshness;
-use crate::backend::sql::{Dialect, Engine, EpochSql, SqlBackend};
+use crate::backend::sql::{Dialect, Engine, EpochSql, SqlBackend, Upsert};
 use crate::backend::{BackendKind, RedactedUrl, StoreOptions};
 use crate::error::{Error, Result};
 use crate::model::Op;
@@ -96,6 +96,7 @@ impl Engine for MySql {
             for_update: "FOR UPDATE",
             share_lock: "LOCK IN SHARE MODE",
             update_returning: false,
+            upsert: Upsert::OnDuplicateKey,
             notifies: false,
             // A locking read sees the newest committed row once its lock is granted, so a
             // takeover that committed meanwhile leaves no row. UTC_TIMESTAMP(6) is read when the

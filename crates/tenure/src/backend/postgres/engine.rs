@@ -4,7 +4,7 @@
 use super::marks::Marks;
 use super::one_statement::{self, CycleStatements};
 use crate::backend::fresh::Freshness;
-use crate::backend::sql::{Dialect, Engine, EpochSql, SqlBackend};
+use crate::backend::sql::{Dialect, Engine, EpochSql, SqlBackend, Upsert};
 use crate::backend::url::{split_pooler, Pooler};
 use crate::backend::{Applied, BackendKind, RedactedUrl, StoreOptions};
 use crate::changes::ANY;
@@ -102,6 +102,7 @@ impl Engine for Postgres {
             for_update: "FOR UPDATE",
             share_lock: "FOR SHARE",
             update_returning: true,
+            upsert: Upsert::OnConflict,
             notifies: true,
             // The row is share-locked in the sub-select; the clock in the outer query is read
             // after the lock was granted.

@@ -13,6 +13,15 @@ pub enum EpochSql {
     ServerRow,
 }
 
+/// How an engine spells an insert that updates the row it collides with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Upsert {
+    /// `ON CONFLICT (key) DO UPDATE SET c = excluded.c` (PostgreSQL, SQLite).
+    OnConflict,
+    /// `ON DUPLICATE KEY UPDATE c = VALUES(c)` (MySQL, MariaDB).
+    OnDuplicateKey,
+}
+
 /// How one engine spells the few things that differ.
 #[derive(Clone, Copy)]
 pub struct Dialect {
@@ -43,6 +52,8 @@ pub struct Dialect {
     pub share_lock: &'static str,
     /// Whether `UPDATE … RETURNING` exists.
     pub update_returning: bool,
+    /// How an insert that collides with a row updates it instead ([`Dialect::upsert`]).
+    pub upsert: Upsert,
     /// PostgreSQL: a transition someone may wait for sends `NOTIFY <prefix>lease, '<name>'`,
     /// which wakes followers and waiters at commit (with its history event, in the same
     /// statement: one round trip, not two).
@@ -56,4 +67,38 @@ pub struct Dialect {
     /// Stored routines `migrate` installs after the schema for the table prefix given (MySQL:
     /// the lock cycle's procedures); one that cannot be installed is warned about, not fatal.
     pub routines: fn(prefix: &str) -> Vec<String>,
+}
+
+impl Dialect {
+    /// The clause after `INSERT INTO t (…) VALUES (…), …` that turns a collision on the
+    /// primary key `key` into an update of `columns` to the values the statement inserts (no
+    /// columns: the existing row is kept as it is). One statement, whatever the rows.
+    pub fn upsert(&self, key: &[&str], columns: &[&str]) -> String {
+        match self.upsert {
+            Upsert::OnConflict if columns.is_empty() => {
+                format!("ON CONFLICT ({}) DO NOTHING", key.join(", "))
+            }
+            Upsert::OnConflict => format!(
+                "ON CONFLICT ({}) DO UPDATE SET {}",
+                key.join(", "),
+                columns
+                    .iter()
+                    .map(|c| format!("{c} = excluded.{c}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            // MySQL has no "do nothing": a key column set to itself changes nothing.
+            Upsert::OnDuplicateKey if columns.is_empty() => {
+                format!("ON DUPLICATE KEY UPDATE {0} = {0}", key[0])
+            }
+            Upsert::OnDuplicateKey => format!(
+                "ON DUPLICATE KEY UPDATE {}",
+                columns
+                    .iter()
+                    .map(|c| format!("{c} = VALUES({c})"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
 }

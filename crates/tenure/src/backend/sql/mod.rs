@@ -6,6 +6,8 @@
 //!   (PostgreSQL's one-statement lock cycle and its notifications).
 //! - `operations.rs`: the one `impl Backend for SqlBackend<E>`: a lease operation (the model's
 //!   transaction), the keep-alive, ticks and reads, as ordinary generic code.
+//! - `decided.rs`: writing what the model decided — one lease's row, event and announcement,
+//!   and a batch of lease operations in a fixed number of statements (`Tx::leases`).
 //! - `schema.rs`: creating and checking the tables (and the engine's stored routines).
 //! - `transaction.rs`: the seam's one implementation (`Tx` over a transaction of the pool,
 //!   see `backend/tx.rs`) and the one retry loop every transaction runs in.
@@ -19,6 +21,7 @@
 //! and an `engine.rs`.
 
 mod backend;
+mod decided;
 mod dialect;
 mod operations;
 mod retention;
@@ -30,7 +33,7 @@ mod transaction;
 pub(crate) use crate::backend::tx::int::bigint;
 pub(crate) use backend::Engine;
 pub use backend::SqlBackend;
-pub(crate) use dialect::{Dialect, EpochSql};
+pub(crate) use dialect::{Dialect, EpochSql, Upsert};
 #[cfg(feature = "postgres")]
 pub(crate) use retention::acquisition_prunes;
 pub(crate) use statements::{lease_columns, Statements};

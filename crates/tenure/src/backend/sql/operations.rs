@@ -4,8 +4,8 @@
 //! operations in one statement first.
 
 use super::backend::{Engine, SqlBackend};
+use super::decided::exhausted;
 use super::dialect::EpochSql;
-use super::retention::prunes_history;
 use super::rows::RawLease;
 use super::statements::RENEW_CHUNK;
 use crate::backend::tx::int::bigint;
@@ -264,63 +264,10 @@ where
         let Clock { now, epoch } = clock;
         let decision = decide_among(clock, name, current.as_ref(), op, standing);
         if decision.effect == Effect::TermsExhausted {
-            let term = current.as_ref().map_or(0, |lease| lease.term);
-            return Err(Error::TermsExhausted {
-                name: name.to_string(),
-                term,
-                epoch_floor: epoch.floor(),
-            });
+            return Err(exhausted(name, current.as_ref(), epoch));
         }
-        if let (true, Some(lease)) = (decision.write, &decision.lease) {
-            let query = if current.is_some() {
-                self.query(&s.update_row)
-            } else {
-                self.query(&s.insert_row).bind(&lease.name)
-            };
-            let query = query
-                .bind(&lease.holder)
-                .bind(bigint("term", lease.term)?)
-                .bind(lease.acquired_at.0)
-                .bind(lease.renewed_at.0)
-                .bind(lease.expires_at.0)
-                .bind(bigint("ttl", lease.ttl_ms)?)
-                .bind(&lease.metadata)
-                .bind(&lease.handover_to)
-                .bind(lease.paused);
-            let query = if current.is_some() {
-                query.bind(&lease.name)
-            } else {
-                query
-            };
-            query.execute(&mut *tx).await?;
-        }
-        if let (None, true, Some(notify)) = (&decision.event, decision.wake, &s.notify) {
-            self.query(notify).bind(name).execute(&mut *tx).await?;
-        }
-        if let Some(event) = &decision.event {
-            let prune = prunes_history(event);
-            if let Some(keep) = self.retention_us.filter(|_| prune) {
-                self.query(&s.prune_history)
-                    .bind(name)
-                    .bind(now.0.saturating_sub(keep))
-                    .execute(&mut *tx)
-                    .await?;
-            }
-            let insert = match (&s.insert_history_and_notify, decision.wake) {
-                (Some(announced), true) => announced,
-                _ => &s.insert_history,
-            };
-            self.query(insert)
-                .bind(name)
-                .bind(bigint("term", event.term)?)
-                .bind(&event.holder)
-                .bind(event.kind.as_str())
-                .bind(now.0)
-                .bind(actor)
-                .bind(&event.detail)
-                .execute(&mut *tx)
-                .await?;
-        }
+        self.write_decision(tx, name, current.is_some(), &decision, now, actor)
+            .await?;
         Ok(Applied {
             now,
             epoch,

@@ -10,6 +10,24 @@ pub(crate) const SCHEMA_VERSION: i64 = 1;
 /// every engine's limit).
 pub(crate) const RENEW_CHUNK: usize = 5000;
 
+/// How many leases one statement of a batch of lease operations carries (`Tx::leases`): ten
+/// parameters each in the write, well under every engine's limit.
+pub(crate) const BATCH_CHUNK: usize = 1000;
+
+/// The lease columns a batch writes, in the order of their parameters.
+const WRITTEN: [&str; 10] = [
+    "name",
+    "holder",
+    "term",
+    "acquired_at",
+    "renewed_at",
+    "expires_at",
+    "ttl_ms",
+    "metadata",
+    "handover_to",
+    "paused",
+];
+
 /// Every statement a backend runs, with the table prefix filled in.
 pub(crate) struct Statements {
     /// The table prefix they were built with.
@@ -214,6 +232,60 @@ impl Statements {
             )
         });
         (update, read_back)
+    }
+
+    /// The rows of `n` leases, locked in the order of their names (so that two batches never
+    /// wait for each other in a cycle). Parameters: the `n` names.
+    pub(crate) fn lock_rows(&self, n: usize) -> String {
+        let d = &self.dialect;
+        let names: Vec<String> = (1..=n).map(d.param).collect();
+        format!(
+            "SELECT {} FROM {} WHERE name IN ({}) ORDER BY name {}",
+            lease_columns(d, ""),
+            self.lease_table,
+            names.join(", "),
+            d.for_update
+        )
+    }
+
+    /// `n` lease rows written as the model decided them, in one statement: rows that exist
+    /// and that this transaction has locked (`existing`: an insert that meets its row updates
+    /// it, which nobody else can have changed), or new rows (a plain insert, so that a
+    /// concurrent creator of one of them makes it fail as a conflict, and the transaction run
+    /// again decides on the row that creator wrote). Parameters per row, in order: name,
+    /// holder, term, acquired, renewed, expires (microseconds), ttl_ms, metadata,
+    /// handover_to, paused.
+    pub(crate) fn write_rows(&self, n: usize, existing: bool) -> String {
+        let d = &self.dialect;
+        let p = d.param;
+        let rows: Vec<String> = (0..n)
+            .map(|i| {
+                let at = |k: usize| p(10 * i + k);
+                format!(
+                    "({}, {}, {}, {}, {}, {}, {}, {}, {}, {})",
+                    at(1),
+                    at(2),
+                    at(3),
+                    (d.from_us)(&at(4)),
+                    (d.from_us)(&at(5)),
+                    (d.from_us)(&at(6)),
+                    at(7),
+                    at(8),
+                    at(9),
+                    at(10)
+                )
+            })
+            .collect();
+        let update = match existing {
+            true => d.upsert(&["name"], &WRITTEN[1..]),
+            false => String::new(),
+        };
+        format!(
+            "INSERT INTO {} ({}) VALUES {} {update}",
+            self.lease_table,
+            WRITTEN.join(", "),
+            rows.join(", "),
+        )
     }
 
     /// The DDL as one script.

@@ -225,6 +225,28 @@ where
         Ok(applied)
     }
 
+    async fn leases(&mut self, ops: &[(&str, Op)], actor: &str) -> Result<Vec<Applied>> {
+        debug_assert!(
+            self.writes,
+            "lease operations in a body that does not write"
+        );
+        self.now().await?;
+        let clock = self.clock.expect("read by now()");
+        let applied = self
+            .backend
+            .apply_many_in(&mut self.tx, ops, actor, clock)
+            .await?;
+        if let Some((name, _)) = ops.first() {
+            self.touched = Some((*name).to_string());
+        }
+        for ((name, op), applied) in ops.iter().zip(&applied) {
+            self.committed
+                .decided
+                .push(((*name).to_string(), op.clone(), applied.clone()));
+        }
+        Ok(applied)
+    }
+
     async fn read_lease(&mut self, name: &str) -> Result<Option<Lease>> {
         let b = self.backend;
         let rows = b

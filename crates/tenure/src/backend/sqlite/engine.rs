@@ -3,7 +3,7 @@
 use super::doorbell::Doorbell;
 use super::one_statement::{self, CycleStatements};
 use crate::backend::fresh::Freshness;
-use crate::backend::sql::{Dialect, Engine, EpochSql, SqlBackend};
+use crate::backend::sql::{Dialect, Engine, EpochSql, SqlBackend, Upsert};
 use crate::backend::{BackendKind, RedactedUrl, StoreOptions};
 use crate::error::{Error, Result};
 use crate::model::{Effect, Op};
@@ -87,6 +87,7 @@ impl Engine for Sqlite {
             for_update: "",
             share_lock: "",
             update_returning: true,
+            upsert: Upsert::OnConflict,
             notifies: false,
             // A write, so it takes SQLite's write lock at once (or fails with SQLITE_BUSY if
             // another writer committed since the transaction began reading).

@@ -18,6 +18,9 @@
 //!   place a term is minted) under the lease row's lock, at the transaction's instant, with
 //!   its history event. Deciding at that earlier instant, rather than after the row lock was
 //!   granted, only errs towards "still held".
+//! - [`Tx::leases`]: many lease operations, each decided as [`Tx::lease`] would (no standing),
+//!   in a fixed number of statements: the rows locked in name order in one statement, the
+//!   decisions that write only the row (a renewal) in one more, per thousand leases.
 //! - [`Tx::notify`]: wakes the listeners of a [`Topic`] (a lease, or a layer's own rows) at
 //!   commit, where the engine can push.
 //! - [`Tx::execute`] / [`Tx::fetch`]: the feature's own statements, with [`Arg`]s in, rows out.
@@ -99,6 +102,11 @@ pub trait Tx: Send {
         actor: &str,
         standing: Option<&Standing<'_>>,
     ) -> Result<Applied>;
+    /// `ops` on their leases (each name once), each decided by the model at [`Tx::now`] as
+    /// [`lease`](Tx::lease) would decide it without a standing, under the rows' locks (taken
+    /// in name order, in one statement per chunk), written with their history events
+    /// (`actor`) and announcements; the answers in the order of `ops`.
+    async fn leases(&mut self, ops: &[(&str, Op)], actor: &str) -> Result<Vec<Applied>>;
     /// The row of the lease `name` as the transaction sees it (no lock), if there is one.
     async fn read_lease(&mut self, name: &str) -> Result<Option<Lease>>;
     /// Wakes the listeners of `topic` at commit, where the engine pushes (PostgreSQL's

@@ -1,0 +1,285 @@
+//! A [`Backend`] wrapper whose layer transactions fail half-way, as a connection that drops
+//! in the middle of one does: while armed, every transaction of one kind (its body's `op`,
+//! the label of the store's round trip) fails at its `n`-th call on the seam (the
+//! clock, a statement, a lease operation), before that call reaches the database, and is
+//! rolled back — to show that a layer leaves no half-written state and believes nothing it
+//! did not commit. It can also hold a transaction open after its body ran (uncommitted, its
+//! locks and rows in place) until told to let go, to race another transaction against it.
+
+use super::tx::{Arg, BackendKind, Body, Dialect, Outcome, Row, Tx};
+use super::{Applied, Backend, HistoryEntry, RedactedUrl, Renewed, Snapshot};
+use crate::backend::tx::Topic;
+use crate::error::{Error, Result};
+use crate::model::{DbTime, Lease, Op, Standing};
+use async_trait::async_trait;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::{broadcast, watch};
+
+/// Wraps a backend; [`fail_at`](FailingBackend::fail_at) arms it. Everything but the layers'
+/// transactions passes through unchanged.
+#[derive(Debug)]
+pub struct FailingBackend {
+    inner: Arc<dyn Backend>,
+    /// Which transactions fail (their body's `op`), and at which call (1-based).
+    armed: Mutex<Option<(&'static str, u32)>>,
+    failed: AtomicU64,
+    /// Which transactions are held open after their body ran; the gate they wait at (open:
+    /// `true`), and how many have been held so far.
+    hold: Mutex<Option<&'static str>>,
+    gate: watch::Sender<bool>,
+    held: watch::Sender<u64>,
+    /// How many `Tx::leases` calls transactions through this wrapper have begun.
+    batches: AtomicU64,
+}
+
+impl FailingBackend {
+    /// `inner`, unarmed.
+    pub fn new(inner: Arc<dyn Backend>) -> FailingBackend {
+        FailingBackend {
+            inner,
+            armed: Mutex::new(None),
+            failed: AtomicU64::new(0),
+            hold: Mutex::new(None),
+            gate: watch::Sender::new(true),
+            held: watch::Sender::new(0),
+            batches: AtomicU64::new(0),
+        }
+    }
+
+    /// From now on every transaction whose body's `op` is `op` waits, after its body ran and
+    /// before it commits, until [`let_go`](FailingBackend::let_go).
+    pub fn hold(&self, op: &'static str) {
+        self.gate.send_replace(false);
+        *self.hold.lock().expect("hold") = Some(op);
+    }
+
+    /// Lets every held transaction commit, and holds no more.
+    pub fn let_go(&self) {
+        *self.hold.lock().expect("hold") = None;
+        self.gate.send_replace(true);
+    }
+
+    /// Waits until a transaction is held.
+    pub async fn holding(&self) {
+        let mut held = self.held.subscribe();
+        // The sender lives as long as `self`.
+        let _ = held.wait_for(|&n| n > 0).await;
+    }
+
+    /// How many `Tx::leases` calls (a batch of lease operations) transactions through this
+    /// wrapper have begun so far.
+    pub fn batches_begun(&self) -> u64 {
+        self.batches.load(Ordering::SeqCst)
+    }
+
+    /// From now on every transaction whose body's `op` is `op` fails at its `n`-th call on
+    /// the seam (`None`: none fails). A transaction with fewer calls commits.
+    pub fn fail_at(&self, op: &'static str, n: Option<u32>) {
+        *self.armed.lock().expect("armed") = n.filter(|&n| n > 0).map(|n| (op, n));
+    }
+
+    /// How many transactions failed so far.
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Ordering::SeqCst)
+    }
+}
+
+/// The error a failed call answers: a connection reset, which the store treats as a
+/// database failure of unknown outcome (not a conflict to retry).
+fn injected() -> Error {
+    Error::Database(sqlx::Error::Io(std::io::Error::new(
+        std::io::ErrorKind::ConnectionReset,
+        "injected: the connection dropped half-way through the transaction",
+    )))
+}
+
+/// A body run over a [`Failing`] transaction, held open after it ran if asked.
+struct FailingBody<'a> {
+    body: &'a mut dyn Body,
+    /// The call to fail at, if any.
+    at: Option<u32>,
+    backend: &'a FailingBackend,
+    hold: bool,
+}
+
+#[async_trait]
+impl Body for FailingBody<'_> {
+    fn writes(&self) -> bool {
+        self.body.writes()
+    }
+    async fn run(&mut self, tx: &mut dyn Tx) -> Result<Outcome> {
+        let mut failing = Failing {
+            tx,
+            left: self.at,
+            batches: &self.backend.batches,
+        };
+        let outcome = self.body.run(&mut failing).await;
+        if failing.left == Some(0) {
+            self.backend.failed.fetch_add(1, Ordering::SeqCst);
+        }
+        if self.hold && outcome.is_ok() {
+            self.backend.held.send_modify(|n| *n += 1);
+            let mut gate = self.backend.gate.subscribe();
+            let _ = gate.wait_for(|&open| open).await;
+        }
+        outcome
+    }
+    fn op(&self) -> &'static str {
+        self.body.op()
+    }
+    fn db_now(&self) -> Option<DbTime> {
+        self.body.db_now()
+    }
+    fn name(&self) -> Option<&str> {
+        self.body.name()
+    }
+    fn term(&self) -> Option<u64> {
+        self.body.term()
+    }
+}
+
+/// A transaction whose calls fail from the `left`-th on (if any).
+struct Failing<'t> {
+    tx: &'t mut dyn Tx,
+    left: Option<u32>,
+    batches: &'t AtomicU64,
+}
+
+impl Failing<'_> {
+    /// Counts a call; the error once its turn has come.
+    fn call(&mut self) -> Result<()> {
+        let Some(left) = self.left.as_mut() else {
+            return Ok(());
+        };
+        if *left == 0 {
+            return Err(injected());
+        }
+        *left -= 1;
+        match *left {
+            0 => Err(injected()),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[async_trait]
+impl Tx for Failing<'_> {
+    fn kind(&self) -> BackendKind {
+        self.tx.kind()
+    }
+    fn dialect(&self) -> &Dialect {
+        self.tx.dialect()
+    }
+    fn prefix(&self) -> &str {
+        self.tx.prefix()
+    }
+    async fn now(&mut self) -> Result<DbTime> {
+        self.call()?;
+        self.tx.now().await
+    }
+    async fn lease(
+        &mut self,
+        name: &str,
+        op: &Op,
+        actor: &str,
+        standing: Option<&Standing<'_>>,
+    ) -> Result<Applied> {
+        self.call()?;
+        self.tx.lease(name, op, actor, standing).await
+    }
+    async fn leases(&mut self, ops: &[(&str, Op)], actor: &str) -> Result<Vec<Applied>> {
+        self.call()?;
+        self.batches.fetch_add(1, Ordering::SeqCst);
+        self.tx.leases(ops, actor).await
+    }
+    async fn read_lease(&mut self, name: &str) -> Result<Option<Lease>> {
+        self.call()?;
+        self.tx.read_lease(name).await
+    }
+    async fn notify(&mut self, topic: Topic<'_>) -> Result<()> {
+        self.call()?;
+        self.tx.notify(topic).await
+    }
+    async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<()> {
+        self.call()?;
+        self.tx.execute(sql, args).await
+    }
+    async fn fetch(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<Box<dyn Row>>> {
+        self.call()?;
+        self.tx.fetch(sql, args).await
+    }
+}
+
+#[async_trait]
+impl Backend for FailingBackend {
+    fn kind(&self) -> BackendKind {
+        self.inner.kind()
+    }
+    fn url(&self) -> &RedactedUrl {
+        self.inner.url()
+    }
+    async fn apply(&self, name: &str, op: &Op, actor: &str) -> Result<Applied> {
+        self.inner.apply(name, op, actor).await
+    }
+    async fn transaction(&self, body: &mut dyn Body) -> Result<()> {
+        let armed = *self.armed.lock().expect("armed");
+        let at = armed.filter(|(op, _)| *op == body.op()).map(|(_, at)| at);
+        let hold = *self.hold.lock().expect("hold") == Some(body.op());
+        let mut failing = FailingBody {
+            body,
+            at,
+            backend: self,
+            hold,
+        };
+        self.inner.transaction(&mut failing).await
+    }
+    async fn renew_many(&self, holder: &str, leases: &[(String, u64)]) -> Result<Renewed> {
+        self.inner.renew_many(holder, leases).await
+    }
+    async fn last_tick(&self, name: &str) -> Result<(Option<i64>, DbTime)> {
+        self.inner.last_tick(name).await
+    }
+    async fn complete_tick(
+        &self,
+        name: &str,
+        holder: &str,
+        term: u64,
+        tick_ms: i64,
+    ) -> Result<bool> {
+        self.inner.complete_tick(name, holder, term, tick_ms).await
+    }
+    async fn get(&self, name: &str) -> Result<Snapshot> {
+        self.inner.get(name).await
+    }
+    async fn list(&self) -> Result<Snapshot> {
+        self.inner.list().await
+    }
+    async fn history(&self, name: &str, limit: u32) -> Result<Vec<HistoryEntry>> {
+        self.inner.history(name, limit).await
+    }
+    async fn migrate(&self) -> Result<()> {
+        self.inner.migrate().await
+    }
+    async fn check_schema(&self) -> Result<()> {
+        self.inner.check_schema().await
+    }
+    fn schema_sql(&self) -> String {
+        self.inner.schema_sql()
+    }
+    fn fence_sql(&self) -> Option<String> {
+        self.inner.fence_sql()
+    }
+    fn transaction_pooler(&self) -> bool {
+        self.inner.transaction_pooler()
+    }
+    fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
+        self.inner.subscribe()
+    }
+    fn discard_connections(&self) {
+        self.inner.discard_connections()
+    }
+    async fn close(&self) {
+        self.inner.close().await;
+    }
+}
