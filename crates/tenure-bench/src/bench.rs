@@ -270,7 +270,10 @@ async fn measure_etcd(plan: &Plan) -> Result<Peer, String> {
     if plan.wants("locks") {
         let http = Http::new(&etcd.endpoint);
         let lease = http.grant(60).await?;
-        let system = Arc::new(System::Etcd { http, lease });
+        let system = Arc::new(System::Etcd {
+            http: Box::new(http),
+            lease,
+        });
         let warmup = Duration::from_millis(500);
         let one = locks::measure(system.clone(), 1, warmup, plan.lock_run).await;
         log_cycles(&f, &one);

@@ -21,7 +21,7 @@ pub(crate) enum System {
     Raw(Raw),
     /// etcd with one session lease shared by every lock, as `concurrency.Session` does.
     Etcd {
-        http: Http,
+        http: Box<Http>,
         lease: String,
     },
 }

@@ -13,7 +13,7 @@
 //!   a crash), or at once when its elector stops cleanly. A campaign reads only what the rules
 //!   need — the live rows, its own and the reservation target's — through an index, so dead
 //!   rows cost it nothing; rows that expired a day ago are purged by the name's campaigns, at
-//!   most [`PURGE_BATCH`](statements::PURGE_BATCH) per campaign.
+//!   most 1,000 per campaign.
 //! - Each handle is one **incarnation** (a token registered with the row): a candidate that
 //!   restarts, even with the same id, begins a new run and settles again. A candidate whose
 //!   tenures keep ending by expiry **backs off** (its row records how many in a row and until
@@ -171,7 +171,7 @@ impl Candidates {
     /// the name's lease as it was at the same instant.
     ///
     /// # Errors
-    /// [`Error::Invalid`](crate::Error::Invalid) for a bad name, [`Error::Timeout`](crate::Error::Timeout),
+    /// [`crate::Error::Invalid`] for a bad name, [`crate::Error::Timeout`],
     /// database errors.
     pub async fn list(&self, name: &str) -> Result<Roster> {
         crate::validate::name(name)?;
@@ -183,7 +183,7 @@ impl Candidates {
     /// Every live candidate of every name.
     ///
     /// # Errors
-    /// [`Error::Timeout`](crate::Error::Timeout), database errors.
+    /// [`Error::Timeout`], database errors.
     pub async fn live(&self) -> Result<Roster> {
         let mut body = List::of(&self.statements, None);
         self.store.transaction(&mut body).await?;
@@ -214,9 +214,9 @@ impl Candidates {
     /// [`Handover::unregistered`] says it is a process not yet started.
     ///
     /// # Errors
-    /// [`Error::Invalid`](crate::Error::Invalid) for a bad name or id, or a target that is not
-    /// a live candidate (nothing changed); [`Error::UnknownName`](crate::Error::UnknownName);
-    /// [`Error::Timeout`](crate::Error::Timeout), database errors.
+    /// [`Error::Invalid`] for a bad name or id, or a target that is not
+    /// a live candidate (nothing changed); [`Error::UnknownName`];
+    /// [`Error::Timeout`], database errors.
     pub async fn handover(
         &self,
         name: &str,

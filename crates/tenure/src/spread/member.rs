@@ -85,7 +85,7 @@ impl Task {
             statements: &self.statements,
             me: &self.me,
             local: &local,
-            purge: self.ticks % PURGE_EVERY == 0,
+            purge: self.ticks.is_multiple_of(PURGE_EVERY),
             done: None,
         };
         self.ticks += 1;

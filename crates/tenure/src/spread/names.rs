@@ -60,7 +60,7 @@ pub(crate) async fn refusal_in(
 /// Refuses `name` for an election or a lock when it belongs to a live spreading group: the
 /// group's own name, or one of its shards' (`GROUP/i`, `i` below the group's shard count),
 /// which the group's members take and give back. The edge check of `tenure run`, `lock`,
-/// `every` and `serve --campaign` ([`refusal_in`] in a read of its own); the other half of
+/// `every` and `serve --campaign` (`refusal_in` in a read of its own); the other half of
 /// the rule is [`Spread::join`](super::Spread::join)'s.
 ///
 /// # Errors
