@@ -36,12 +36,13 @@ pub(crate) async fn main(opts: Options) -> Result<(), String> {
             "footprint",
             "curve",
             "spread",
+            "etcd-api",
         ]
         .contains(&o.as_str())
         {
             return Err(format!(
                 "unknown benchmark {o:?} (failover, handover, locks, scale, footprint, curve, \
-                 spread)"
+                 spread, etcd-api)"
             ));
         }
     }
@@ -96,7 +97,10 @@ pub(crate) async fn main(opts: Options) -> Result<(), String> {
     };
     // The run's future is dropped by now: its processes are killed. Drop its tables.
     for t in &targets {
-        for p in ["", "s_", "c_"].iter().chain(curve::PREFIXES.iter()) {
+        for p in ["", "s_", "c_", crate::etcd_api::PREFIX]
+            .iter()
+            .chain(curve::PREFIXES.iter())
+        {
             db::drop_tables(&Target {
                 prefix: format!("{}{p}", t.prefix),
                 ..t.clone()
@@ -114,8 +118,12 @@ async fn run(plan: &Plan, targets: &[Target]) -> Result<(), String> {
     println!("{}", machine(plan, targets).await);
     let mut peers = Vec::new();
     let mut notes = Vec::new();
-    if plan.wants("failover") || plan.wants("handover") || plan.wants("locks") {
+    let elections_or_locks =
+        plan.wants("failover") || plan.wants("handover") || plan.wants("locks");
+    if elections_or_locks || plan.wants("etcd-api") {
         peers.push(measure_etcd(plan).await?);
+    }
+    if elections_or_locks {
         match measure_zookeeper(plan).await {
             Ok(zk) => peers.push(zk),
             Err(e) => {
@@ -266,8 +274,30 @@ async fn measure_etcd(plan: &Plan) -> Result<Peer, String> {
         etcdctl: plan.opts.etcdctl_bin.clone(),
         endpoint: etcd.endpoint.clone(),
     };
-    elections(plan, &mut f, contender).await?;
-    if plan.wants("locks") {
+    elections(plan, &mut f, contender.clone()).await?;
+    if plan.wants("etcd-api") && f.handover.is_none() {
+        // The etcd API's handoff is set beside etcd's.
+        let setup = Setup {
+            contender,
+            bench: plan.bench.clone(),
+            ttl: plan.opts.ttl,
+            dir: plan.dir.clone(),
+            name: "etcd-handover".into(),
+        };
+        f.handover = Some(
+            failover::measure(&setup, Scenario::Handover, plan.trials, "etcd handover").await?,
+        );
+    }
+    if plan.wants("etcd-api") {
+        let w =
+            crate::etcd_api::watch_latency(&etcd.endpoint, &etcd.endpoint, "watched", 200).await?;
+        eprintln!(
+            "  etcd watch latency: {}",
+            crate::report::millis_summary(&w)
+        );
+        f.watch = Some(w);
+    }
+    if plan.wants("locks") || plan.wants("etcd-api") {
         let http = Http::new(&etcd.endpoint);
         let lease = http.grant(60).await?;
         let system = Arc::new(System::Etcd {
@@ -378,6 +408,14 @@ async fn backend(plan: &Plan, target: &Target, peers: &[Peer]) -> (Table, Option
             Err(e) => t
                 .rows
                 .push(Row::new("spread", format!("error: {e}")).goal("", Verdict::Miss)),
+        }
+    }
+    if plan.wants("etcd-api") {
+        match crate::etcd_api::rows(plan, target, peers).await {
+            Ok(rows) => t.rows.extend(rows),
+            Err(e) => t
+                .rows
+                .push(Row::new("etcd API", format!("error: {e}")).goal("", Verdict::Miss)),
         }
     }
     let mut measured = None;

@@ -11,6 +11,7 @@ mod child;
 mod curve;
 mod db;
 mod etcd;
+mod etcd_api;
 mod failover;
 mod footprint;
 mod locks;
@@ -49,10 +50,10 @@ pub struct Options {
     /// Backends, comma-separated: postgres, mysql, sqlite.
     #[arg(long, default_value = "postgres,mysql,sqlite", value_delimiter = ',')]
     pub backends: Vec<String>,
-    /// Benchmarks, comma-separated: failover, handover, locks, scale, footprint, curve, spread.
+    /// Benchmarks, comma-separated: failover, handover, locks, scale, footprint, curve, spread, etcd-api (etcd's API on tenure serve beside etcd).
     #[arg(
         long,
-        default_value = "failover,handover,locks,scale,footprint,curve,spread",
+        default_value = "failover,handover,locks,scale,footprint,curve,spread,etcd-api",
         value_delimiter = ','
     )]
     pub only: Vec<String>,

@@ -17,6 +17,8 @@ pub(crate) struct Peer {
     pub handover: Option<Summary>,
     pub locks1: Option<Throughput>,
     pub locks8: Option<Throughput>,
+    /// A watch event after its put, in milliseconds (etcd only: the etcd API's rows).
+    pub watch: Option<Summary>,
 }
 
 impl Peer {
@@ -31,6 +33,7 @@ impl Peer {
             handover: None,
             locks1: None,
             locks8: None,
+            watch: None,
         }
     }
 }

@@ -262,7 +262,16 @@ pub(crate) fn rss_kb(pid: u32) -> Option<(u64, u64)> {
 
 /// CPU time (user + system) this process has used, from `/proc/self/stat`.
 pub(crate) fn own_cpu() -> Option<Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    cpu_in("/proc/self/stat")
+}
+
+/// CPU time (user + system) process `pid` has used (`None` once it is gone).
+pub(crate) fn pid_cpu(pid: i32) -> Option<Duration> {
+    cpu_in(&format!("/proc/{pid}/stat"))
+}
+
+fn cpu_in(path: &str) -> Option<Duration> {
+    let stat = std::fs::read_to_string(path).ok()?;
     // Fields after the command name (which may contain spaces) start after the last ')'.
     let rest = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
