@@ -12,15 +12,26 @@ use tenure::BackendKind;
 /// session" never touches anyone else's.
 pub const DATABASE: &str = "tenure_faults";
 
-/// `url` with its database replaced by [`DATABASE`].
+/// The suite's database on the servers of `--postgres-url` and `--mysql-url`:
+/// `$TENURE_FAULTS_DATABASE` (one of your own, when several people share the servers), or
+/// [`DATABASE`].
+pub fn database() -> String {
+    std::env::var("TENURE_FAULTS_DATABASE")
+        .ok()
+        .filter(|d| !d.is_empty() && d.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or_else(|| DATABASE.to_string())
+}
+
+/// `url` with its database replaced by [`database`].
 pub fn suite_url(url: &str) -> Result<String, String> {
     let mut parsed = url::Url::parse(url).map_err(|e| format!("{url}: {e}"))?;
-    parsed.set_path(&format!("/{DATABASE}"));
+    parsed.set_path(&format!("/{}", database()));
     Ok(parsed.to_string())
 }
 
-/// Creates [`DATABASE`] on the server of `url` if it does not exist.
+/// Creates [`database`] on the server of `url` if it does not exist.
 pub async fn prepare(kind: BackendKind, url: &str) -> Result<(), String> {
+    let database = database();
     match kind {
         BackendKind::Postgres => {
             use sqlx::Connection;
@@ -29,12 +40,12 @@ pub async fn prepare(kind: BackendKind, url: &str) -> Result<(), String> {
                 .map_err(|e| format!("PostgreSQL at {url}: {e}"))?;
             let exists: Option<i32> =
                 sqlx::query_scalar("SELECT 1 FROM pg_database WHERE datname = $1")
-                    .bind(DATABASE)
+                    .bind(&database)
                     .fetch_optional(&mut c)
                     .await
                     .map_err(|e| e.to_string())?;
             if exists.is_none() {
-                sqlx::query(&format!("CREATE DATABASE {DATABASE}"))
+                sqlx::query(&format!("CREATE DATABASE {database}"))
                     .execute(&mut c)
                     .await
                     .map_err(|e| e.to_string())?;
@@ -45,7 +56,7 @@ pub async fn prepare(kind: BackendKind, url: &str) -> Result<(), String> {
             let mut c = sqlx::MySqlConnection::connect(url)
                 .await
                 .map_err(|e| format!("MariaDB at {url}: {e}"))?;
-            sqlx::query(&format!("CREATE DATABASE IF NOT EXISTS {DATABASE}"))
+            sqlx::query(&format!("CREATE DATABASE IF NOT EXISTS {database}"))
                 .execute(&mut c)
                 .await
                 .map_err(|e| e.to_string())?;
@@ -55,9 +66,10 @@ pub async fn prepare(kind: BackendKind, url: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Kills every other session on [`DATABASE`]; returns how many.
+/// Kills every other session on [`database`]; returns how many.
 pub async fn kill_sessions(kind: BackendKind, suite_url: &str) -> Result<u64, String> {
     use sqlx::Connection;
+    let database = database();
     match kind {
         BackendKind::Postgres => {
             let mut c = sqlx::PgConnection::connect(suite_url)
@@ -67,7 +79,7 @@ pub async fn kill_sessions(kind: BackendKind, suite_url: &str) -> Result<u64, St
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
                  WHERE datname = $1 AND pid <> pg_backend_pid()",
             )
-            .bind(DATABASE)
+            .bind(&database)
             .fetch_all(&mut c)
             .await
             .map_err(|e| e.to_string())?;
@@ -81,7 +93,7 @@ pub async fn kill_sessions(kind: BackendKind, suite_url: &str) -> Result<u64, St
                 "SELECT id FROM information_schema.processlist \
                  WHERE db = ? AND id <> CONNECTION_ID()",
             )
-            .bind(DATABASE)
+            .bind(&database)
             .fetch_all(&mut c)
             .await
             .map_err(|e| e.to_string())?;

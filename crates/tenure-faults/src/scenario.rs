@@ -31,6 +31,15 @@ pub enum Fault {
     /// SIGSTOP a random node for 2×ttl while its loops are "working", then SIGCONT (a
     /// spreading member paused past its ttl: its shards move, and it must notice on waking).
     PauseAny,
+    /// `etcdctl lock` holders SIGKILLed inside their command's work: the whole holder
+    /// (etcdctl and its command) or etcdctl alone, its command carrying on (`crate::etcd`).
+    HolderKill,
+    /// An `etcdctl lock` holder (etcdctl and its command) SIGSTOPped inside its work until
+    /// another holder has written, past the lock's ttl, then SIGCONTed.
+    HolderPause,
+    /// One of two `tenure serve` SIGKILLed under connected `etcdctl lock` clients, which were
+    /// given both endpoints, and started again.
+    ServeKill,
 }
 
 /// What each node process runs.
@@ -45,6 +54,18 @@ pub enum Workload {
     /// One member of a spreading group per process, writing under each shard it owns; members
     /// killed or paused come back and take their share again (`node/spread.rs`).
     Spread,
+    /// Not a node's: `etcdctl lock` clients against `tenure serve --etcd-listen`, each
+    /// holder's command writing under the fence of its lock key's revision (`crate::etcd`).
+    EtcdLock,
+    /// The same clients writing without the fence: the negative control.
+    EtcdUnfenced,
+}
+
+impl Workload {
+    /// Whether `etcdctl lock` clients run it rather than node processes (`crate::etcd`).
+    pub fn is_etcd(self) -> bool {
+        matches!(self, Workload::EtcdLock | Workload::EtcdUnfenced)
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -132,16 +153,42 @@ pub const ALL: &[Scenario] = &[
     // Members of a spreading group killed (they rejoin at once) and paused past their ttl.
     spread("spread-kill", Fault::KillAny),
     spread("spread-pause", Fault::PauseAny),
+    // etcd's API: `etcdctl lock` holders killed and paused past their ttl, a `tenure serve`
+    // killed under its clients, and the negative control (no fence) that must be caught.
+    etcd("etcd-lock-kill", Fault::HolderKill, Workload::EtcdLock),
+    etcd("etcd-lock-pause", Fault::HolderPause, Workload::EtcdLock),
+    etcd("etcd-serve-kill", Fault::ServeKill, Workload::EtcdLock),
+    etcd("etcd-unfenced", Fault::HolderPause, Workload::EtcdUnfenced),
 ];
+
+/// The names of the etcd scenarios, for `--only`.
+pub const ETCD: &[&str] = &[
+    "etcd-lock-kill",
+    "etcd-lock-pause",
+    "etcd-serve-kill",
+    "etcd-unfenced",
+];
+
+/// An etcd scenario (`crate::etcd`).
+const fn etcd(name: &'static str, fault: Fault, workload: Workload) -> Scenario {
+    Scenario {
+        name,
+        fault,
+        workload,
+        shared_id: false,
+        priorities: false,
+    }
+}
 
 impl Scenario {
     /// Rounds every run makes, however short its duration: the proxy scenario goes through
     /// each of its five network faults once.
     pub fn min_rounds(&self) -> usize {
-        if self.fault == Fault::Proxy {
-            5
-        } else {
-            1
+        match self.fault {
+            Fault::Proxy => 5,
+            // The whole holder and etcdctl alone; each of the two serves.
+            Fault::HolderKill | Fault::ServeKill => 2,
+            _ => 1,
         }
     }
 
@@ -150,6 +197,10 @@ impl Scenario {
     /// clock): the database-side ones would act on the pooler's server connections.
     pub fn applies_to(&self, target: &Target) -> bool {
         let kind = target.kind;
+        if self.workload.is_etcd() {
+            // `tenure serve` on the database itself (not through a transaction pooler).
+            return !target.pooled;
+        }
         if target.pooled {
             return matches!(
                 self.fault,
@@ -186,11 +237,13 @@ impl Scenario {
             Fault::Kill => Expect {
                 exclusive: true,
                 control_must_fail: false,
+                fence_must_refuse: false,
                 failover_bound: crash_bound,
             },
             Fault::Pause => Expect {
                 exclusive: false,
                 control_must_fail: true,
+                fence_must_refuse: true,
                 failover_bound: crash_bound,
             },
             // A paused member's shards move while it sleeps; it may wake inside a write. The
@@ -204,6 +257,15 @@ impl Scenario {
             // No pause, no clock fault: one believer per lease (per permit) at every moment.
             Fault::Proxy | Fault::Sessions | Fault::Restart | Fault::KillAny => Expect {
                 exclusive: true,
+                ..Expect::default()
+            },
+            // The fenced writes never land out of revision order (`crate::etcd`'s checker,
+            // whatever the fault); a paused holder's write after its ttl is refused by the
+            // fence, or, unfenced, caught.
+            Fault::HolderKill | Fault::ServeKill => Expect::default(),
+            Fault::HolderPause => Expect {
+                control_must_fail: self.workload == Workload::EtcdUnfenced,
+                fence_must_refuse: self.workload == Workload::EtcdLock,
                 ..Expect::default()
             },
         }

@@ -17,7 +17,7 @@ use tenure_faults::profile::{self, Profile};
 use tenure_faults::runner::Settings;
 use tenure_faults::scenario::Workload;
 use tenure_faults::target::Target;
-use tenure_faults::{dbserver, ha, node, report};
+use tenure_faults::{dbserver, etcd, ha, node, report};
 
 #[derive(Parser)]
 #[command(about = "Fault injection for tenure: faults, a recorded history and a checker")]
@@ -39,7 +39,8 @@ enum Command {
         backends: Vec<String>,
         /// Only these scenarios (kill, pause, starve, proxy, sessions, restart, clock, stop-in-tx,
         /// priority-kill, priority-pause, priority-proxy, same-id, locks, locks-same-id,
-        /// spread-kill, spread-pause; with `--profile ha`: kill-primary, switchover,
+        /// spread-kill, spread-pause, etcd-lock-kill, etcd-lock-pause, etcd-serve-kill,
+        /// etcd-unfenced; with `--profile ha`: kill-primary, switchover,
         /// partition, lossy-failover, lossy-failover-async, lossy-failover-async-no-epochs,
         /// mariadb-async-failover, mariadb-async-failover-no-epochs, galera-kill-primary,
         /// galera-switchover, galera-partition, standby, read-only, galera-spread).
@@ -112,6 +113,26 @@ enum Command {
         #[arg(long)]
         no_epochs: bool,
     },
+    /// The command of an `etcdctl lock` holder (started by etcdctl in the etcd scenarios): two
+    /// writes around its work, fenced by `$ETCD_LOCK_KEY`/`$ETCD_LOCK_REV` (exit 3: refused).
+    #[command(hide = true)]
+    EtcdChild {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        table: String,
+        #[arg(long)]
+        holder: String,
+        #[arg(long)]
+        client: usize,
+        #[arg(long)]
+        work_ms: u64,
+        /// The statement `tenure fence-sql --etcd` printed; none: the unfenced control.
+        #[arg(long)]
+        fence_sql: Option<String>,
+        #[arg(long)]
+        dir: PathBuf,
+    },
     /// A busy loop for the CPU-starvation fault (started by the runner).
     #[command(hide = true)]
     Hog {
@@ -129,6 +150,39 @@ fn main() -> ExitCode {
                 x = std::hint::black_box(x.wrapping_add(1));
             }
             ExitCode::SUCCESS
+        }
+        Command::EtcdChild {
+            url,
+            table,
+            holder,
+            client,
+            work_ms,
+            fence_sql,
+            dir,
+        } => {
+            let config = etcd::child::ChildConfig {
+                url,
+                table,
+                holder,
+                client,
+                work: Duration::from_millis(work_ms),
+                fence_sql,
+                dir,
+            };
+            let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+            match runtime.block_on(etcd::child::run(config)) {
+                Ok(etcd::child::Written::Committed) => ExitCode::SUCCESS,
+                Ok(etcd::child::Written::Refused) => {
+                    eprintln!(
+                        "tenure-faults etcd-child: the fence refused the write: the lock is gone"
+                    );
+                    ExitCode::from(3)
+                }
+                Err(e) => {
+                    eprintln!("tenure-faults etcd-child: {e}");
+                    ExitCode::from(70)
+                }
+            }
         }
         Command::Node {
             url,

@@ -30,9 +30,11 @@ use std::time::Duration;
 pub struct Expect {
     /// Assert I2 (no pauses, no starvation, healthy database clock).
     pub exclusive: bool,
-    /// The negative control must be caught, and the fence must refuse a write (the pause
-    /// scenarios: both loops are paused inside their work).
+    /// The negative control must be caught (the pause scenarios: both loops are paused inside
+    /// their work; `etcd-unfenced`: the unfenced writes of a paused holder).
     pub control_must_fail: bool,
+    /// The fence must refuse at least one write (the same stale write, fenced).
+    pub fence_must_refuse: bool,
     /// Assert I5 with this bound after each crash-like fault.
     pub failover_bound: Option<Duration>,
 }
@@ -70,11 +72,12 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    /// Whether the run passes: no violation; and where the negative control must be caught,
-    /// it was, and the fence refused at least one write (the same stale write, fenced).
+    /// Whether the run passes: no violation; where the negative control must be caught, it
+    /// was; where the fence must refuse a write, it refused at least one.
     pub fn passed(&self, expect: &Expect) -> bool {
         self.violations.is_empty()
-            && (!expect.control_must_fail || (!self.control.is_empty() && self.fenced_rejected > 0))
+            && (!expect.control_must_fail || !self.control.is_empty())
+            && (!expect.fence_must_refuse || self.fenced_rejected > 0)
     }
 }
 

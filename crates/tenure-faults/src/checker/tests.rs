@@ -85,6 +85,7 @@ fn strict() -> Expect {
     Expect {
         exclusive: true,
         control_must_fail: false,
+        fence_must_refuse: false,
         failover_bound: Some(Duration::from_millis(2_500)),
     }
 }
@@ -255,6 +256,7 @@ fn i3_a_stale_fenced_write_is_a_violation_and_a_stale_control_write_is_caught() 
     h.push(refused.clone());
     let control = Expect {
         control_must_fail: true,
+        fence_must_refuse: true,
         ..Expect::default()
     };
     let v = check(&h, &[], &control);

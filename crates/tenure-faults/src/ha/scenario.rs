@@ -219,6 +219,7 @@ impl HaScenario {
         Expect {
             exclusive: true,
             control_must_fail: false,
+            fence_must_refuse: false,
             failover_bound: None,
         }
     }

@@ -80,6 +80,9 @@ pub async fn run(config: NodeConfig) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| e.to_string())?;
+    if config.workload.is_etcd() {
+        return Err("an etcd workload is `etcdctl lock` clients, not a node's".into());
+    }
     let config = Arc::new(config);
     if config.workload != Workload::Elector {
         let set = config.locks.clone();

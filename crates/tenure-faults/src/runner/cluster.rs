@@ -117,6 +117,9 @@ impl Cluster {
         let slots = match scenario.workload {
             Workload::Elector => 1,
             Workload::Locks | Workload::Spread => locks.slots(),
+            Workload::EtcdLock | Workload::EtcdUnfenced => {
+                return Err("an etcd workload runs no node (crate::etcd)".into())
+            }
         };
         let url = match target.kind {
             BackendKind::Sqlite => format!("sqlite://{}", dir.join("faults.db").display()),
@@ -188,6 +191,7 @@ impl Cluster {
             Workload::Elector => "elector",
             Workload::Locks => "locks",
             Workload::Spread => "spread",
+            Workload::EtcdLock | Workload::EtcdUnfenced => "etcd",
         };
         let events = self.dir.join(format!("{id}.jsonl"));
         let url = match self.proxies.get(slot) {
@@ -309,6 +313,7 @@ impl Cluster {
         let names = match self.workload {
             Workload::Elector => vec![self.name.clone()],
             Workload::Locks | Workload::Spread => self.locks.leases(),
+            Workload::EtcdLock | Workload::EtcdUnfenced => Vec::new(),
         };
         let mut leases = HashMap::new();
         for name in names {

@@ -90,7 +90,12 @@ pub async fn run(scenario: &Scenario, target: &Target, settings: &Settings, seed
             return outcome;
         }
     };
-    match drive(scenario, target, settings, seed, dir.path(), &mut outcome).await {
+    let driven = if scenario.workload.is_etcd() {
+        crate::etcd::drive(scenario, target, settings, seed, dir.path(), &mut outcome).await
+    } else {
+        drive(scenario, target, settings, seed, dir.path(), &mut outcome).await
+    };
+    match driven {
         Ok(()) => outcome.ran = true,
         Err(e) => outcome.notes.push(format!("error: {e}")),
     }
@@ -179,6 +184,9 @@ async fn drive(
             checker::locks::check(&history, &leases, &[semaphore], &outcome.expect)
         }
         Workload::Spread => checker::locks::check(&history, &leases, &[], &outcome.expect),
+        Workload::EtcdLock | Workload::EtcdUnfenced => {
+            return Err("an etcd workload runs in crate::etcd, not on nodes".into())
+        }
     };
     Ok(())
 }

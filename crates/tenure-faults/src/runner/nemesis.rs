@@ -168,6 +168,9 @@ impl Nemesis {
                 Self::end(c, &name, "*");
             }
             Fault::KillAny | Fault::PauseAny => unreachable!("handled above"),
+            Fault::HolderKill | Fault::HolderPause | Fault::ServeKill => {
+                return Err("an etcd fault is driven by crate::etcd".into())
+            }
             Fault::StopInTransaction => {
                 std::fs::write(c.stop_file(&id), b"").map_err(|e| e.to_string())?;
                 if !wait_stopped(pid, ttl * 2).await {
