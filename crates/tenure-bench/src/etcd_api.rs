@@ -378,7 +378,10 @@ async fn measure(
             "  {key} etcd API lock cycles, {tasks} task(s): {}",
             cycles(&ours)
         );
-        let measure = format!("etcd API: lock cycles (txn + delete), {tasks} task(s)");
+        let measure = format!(
+            "etcd API: lock cycles (txn + delete), {tasks} {}",
+            if tasks == 1 { "task" } else { "tasks" }
+        );
         let theirs = etcd.and_then(|e| {
             if tasks == 1 {
                 e.locks1.clone()
