@@ -111,6 +111,12 @@ impl Task {
                 () = self.changes.changed(|t| t == Topic::Lease(&self.name)) => {
                     stage(&self.name, "woken");
                     next = next.min(Instant::now());
+                    // Campaign at once, not through the timer below: tokio rounds a timer up
+                    // to its next whole millisecond tick. The database decides as ever: a
+                    // signal while the lease is live (or a spurious one) is one refused try.
+                    if !self.paused && Instant::now() >= self.not_before {
+                        next = self.attempt().await;
+                    }
                 }
                 () = sleep_until(self.registered_at + self.timing.renew_interval()),
                     if !self.paused && self.registered && Instant::now() < self.not_before => {
