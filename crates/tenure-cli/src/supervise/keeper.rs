@@ -50,7 +50,7 @@ pub(super) fn main(args: Args) -> u8 {
         Some(_) => {
             // Tied to tenure by the kernel: tenure's death kills us, which kills the init,
             // which kills the namespace. The control pipe covers a death before this call.
-            let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+            let _ = set_pdeathsig(Signal::SIGKILL);
             let Ok((init_control, to_init)) = nix::unistd::pipe2(OFlag::O_CLOEXEC) else {
                 return refuse(&mut report, "cannot create a pipe".into());
             };
