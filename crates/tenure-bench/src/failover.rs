@@ -22,6 +22,7 @@ use crate::report::{
     at_most, millis_summary, ms, ratio, secs_summary, times, Row, Summary, Verdict,
 };
 use crate::seeds;
+use crate::stages;
 use nix::sys::signal::Signal;
 use rand::{Rng, SeedableRng};
 use std::path::{Path, PathBuf};
@@ -136,13 +137,18 @@ struct Field<'a> {
     log: PathBuf,
     /// Start stamps at or before this instant belong to candidates killed by a restart.
     epoch: i64,
+    /// Where `tenure run` writes its stage stamps (handover only; see [`stages`]).
+    stages: Option<PathBuf>,
 }
 
 impl Field<'_> {
     fn spawn_one(&mut self) -> Result<(), String> {
         let k = self.spawned;
         self.spawned += 1;
-        let cmd = self.setup.command(k, self.stamps.path());
+        let mut cmd = self.setup.command(k, self.stamps.path());
+        if let Some(stages) = &self.stages {
+            cmd.env("TENURE_STAGE_STAMPS", stages);
+        }
         let proc =
             Proc::spawn(cmd, &self.log).map_err(|e| format!("cannot start candidate {k}: {e}"))?;
         self.procs.push(proc);
@@ -198,6 +204,16 @@ pub(crate) async fn measure(
     trials: usize,
     label: &str,
 ) -> Result<Summary, String> {
+    Ok(measure_stages(setup, scenario, trials, label).await?.0)
+}
+
+/// [`measure`], and for `tenure run`'s handovers where each trial's milliseconds went.
+async fn measure_stages(
+    setup: &Setup,
+    scenario: Scenario,
+    trials: usize,
+    label: &str,
+) -> Result<(Summary, Vec<stages::Breakdown>), String> {
     // The name is unique per backend and scenario: so are the stamp file and the log.
     let tag = format!("{}-{:?}", setup.name, scenario).to_lowercase();
     let mut field = Field {
@@ -207,7 +223,11 @@ pub(crate) async fn measure(
         spawned: 0,
         log: setup.dir.join(format!("{tag}.log")),
         epoch: 0,
+        stages: (scenario == Scenario::Handover
+            && matches!(setup.contender, Contender::Tenure { .. }))
+        .then(|| setup.dir.join(format!("{tag}.stages"))),
     };
+    let mut breakdowns = Vec::new();
     let bound = setup.ttl * 3 + Duration::from_secs(5);
     field.fill()?;
     let mut samples = Vec::new();
@@ -272,6 +292,12 @@ pub(crate) async fn measure(
                     s.token
                 );
                 samples.push(secs);
+                let ours: Vec<i32> = field.procs.iter().map(|p| p.pid).collect();
+                if let (Some(path), Some(new)) = (&field.stages, ancestor_in(s.supervisor, &ours)) {
+                    let stamps = stages::read(path, new).await;
+                    let b = stages::breakdown(&stamps, supervisor, new, from, s.mono_ns);
+                    breakdowns.push(b);
+                }
             }
             None => {
                 eprintln!(
@@ -288,7 +314,13 @@ pub(crate) async fn measure(
     for p in field.procs.drain(..) {
         p.finish(Duration::ZERO).await;
     }
-    Ok(Summary::of(&samples, failed))
+    if !breakdowns.is_empty() {
+        eprintln!(
+            "  {label} stages (median ms): {}",
+            stages::describe(&breakdowns)
+        );
+    }
+    Ok((Summary::of(&samples, failed), breakdowns))
 }
 // === the rows of the tables ===
 
@@ -402,7 +434,7 @@ pub(crate) async fn handover_rows(
     target: &Target,
     peers: &[Peer],
 ) -> Result<Vec<Row>, String> {
-    let ours = measure(
+    let (ours, breakdowns) = measure_stages(
         &tenure_setup(plan, target, &format!("{}-handover", target.engine.key())),
         Scenario::Handover,
         plan.trials,
@@ -429,5 +461,11 @@ pub(crate) async fn handover_rows(
     rows[0] = rows[0]
         .clone()
         .goal("p99 ≤ 50 ms", at_most(ours.p99, 0.050));
+    if !breakdowns.is_empty() {
+        rows.push(Row::new(
+            "graceful handover by stage, median ms",
+            stages::describe(&breakdowns),
+        ));
+    }
     Ok(rows)
 }

@@ -24,6 +24,7 @@ mod report;
 mod scale;
 mod seeds;
 mod spread;
+mod stages;
 mod zookeeper;
 
 use clap::{Args, Parser, Subcommand};

@@ -160,6 +160,7 @@ async fn run_held<G: Guard>(
         ("TENURE_CANDIDATE", guard.candidate().to_string()),
     ];
     env.extend(job.env.iter().cloned());
+    stage(job.name, "spawning");
     let mut child = match Supervised::spawn(job.command, &env, job.isolation, job.grace).await {
         Ok(child) => child,
         Err(e) => {
@@ -171,6 +172,7 @@ async fn run_held<G: Guard>(
             ));
         }
     };
+    stage(job.name, "started");
     tracing::info!(
         name = %job.name,
         term,
@@ -212,6 +214,7 @@ async fn supervise_until_ended<G: Guard>(
             status = child.wait() => {
                 // The keeper has stopped whatever the command left behind: the tree is gone.
                 let code = exit_code(status?);
+                stage(job.name, "exited");
                 tracing::info!(name = %job.name, term, code, "command exited");
                 if interrupted {
                     drop(guard);
@@ -266,6 +269,11 @@ async fn supervise_until_ended<G: Guard>(
             }
         }
     }
+}
+
+/// A stage of a handover for the benchmark's stamps (see `stages`).
+fn stage(name: &str, stage: &'static str) {
+    tracing::debug!(target: crate::stages::TARGET, name, stage);
 }
 
 #[cfg(test)]

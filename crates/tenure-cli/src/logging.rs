@@ -68,6 +68,7 @@ pub(crate) fn init(global: &Global) -> Tracing {
     tracing_subscriber::registry()
         .with(logs.with_filter(filter))
         .with(traces)
+        .with(crate::stages::layer())
         .init();
     if let Some(problem) = problem {
         tracing::warn!("no traces exported: {problem}");

@@ -25,6 +25,7 @@ mod output;
 mod roster;
 mod sd_notify;
 mod serve;
+mod stages;
 mod supervise;
 mod watching;
 

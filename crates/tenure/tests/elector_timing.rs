@@ -149,6 +149,44 @@ async fn notification_wakes_a_follower_at_once() {
     assert_eq!(gb.term(), 2);
 }
 
+/// A change signal wakes a follower into a campaign at once, but only the database decides:
+/// however many signals arrive while the leader's lease is live (spurious rings, another
+/// process's NOTIFY), the woken follower never leads and the leader never loses its term.
+#[tokio::test(start_paused = true)]
+async fn a_woken_follower_never_takes_a_live_lease() {
+    let (backend, store) = setup(true);
+    let a = elector(&store, "a");
+    let ga = a.wait_until_leader().await.unwrap();
+    let b = elector(&store, "b");
+    sleep(Duration::from_millis(100)).await;
+    let before = backend.calls.load(Ordering::SeqCst);
+    for ring in 0..20 {
+        backend.ring("job");
+        sleep(Duration::from_millis(1)).await;
+        assert!(
+            !b.role().borrow().is_leader(),
+            "ring {ring}: b leads beside a"
+        );
+        assert!(!ga.is_lost(), "ring {ring}: a lost its tenure to a ring");
+    }
+    let campaigns = backend.calls.load(Ordering::SeqCst) - before;
+    assert!(
+        campaigns >= 20,
+        "each ring woke b into a campaign: {campaigns} calls"
+    );
+    assert!(a.role().borrow().is_leader());
+    assert_eq!(ga.term(), 1);
+    // The real release still hands over at once.
+    let released_at = Instant::now();
+    ga.release().await.unwrap();
+    let gb = timeout(Duration::from_secs(5), b.wait_until_leader())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(Instant::now(), released_at);
+    assert_eq!(gb.term(), 2);
+}
+
 /// A follower farther from the database than the leader (a longer round trip) still takes over
 /// a released lease, wherever its polling stands at the release: the releaser holds off for a
 /// renew interval plus the database timeout. With a hold-off of one renew interval the

@@ -4,17 +4,19 @@
 //! command itself. Either way it exits only once every descendant is gone, with the
 //! command's status, and kills the whole tree when its control pipe from tenure closes.
 
+use super::init;
 use super::namespace;
-use super::protocol::{Args, Control, Report, INIT};
+use super::protocol::{Args, Control, Report};
 use super::reaper::{self, Tree};
 use super::{spawn_command, take_fd, Isolation};
 use nix::fcntl::OFlag;
+use nix::sys::prctl::set_pdeathsig;
 use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::ForkResult;
 use nix::unistd::Pid;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::process::CommandExt;
 
 pub(super) fn main(args: Args) -> u8 {
     let control = take_fd(args.control);
@@ -48,7 +50,7 @@ pub(super) fn main(args: Args) -> u8 {
         Some(_) => {
             // Tied to tenure by the kernel: tenure's death kills us, which kills the init,
             // which kills the namespace. The control pipe covers a death before this call.
-            let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+            let _ = set_pdeathsig(Signal::SIGKILL);
             let Ok((init_control, to_init)) = nix::unistd::pipe2(OFlag::O_CLOEXEC) else {
                 return refuse(&mut report, "cannot create a pipe".into());
             };
@@ -57,25 +59,27 @@ pub(super) fn main(args: Args) -> u8 {
                 report: report.as_raw_fd(),
                 ..args
             };
-            let mut command = std::process::Command::new("/proc/self/exe");
-            command
-                .arg0("tenure")
-                .args(init_args.to_argv(INIT))
-                .process_group(0);
-            let inherit = [init_control.as_raw_fd(), report.as_raw_fd()];
-            // SAFETY: between fork and exec only async-signal-safe calls (fcntl, sigprocmask,
-            // prctl).
-            unsafe {
-                command.pre_exec(move || {
-                    for fd in inherit {
-                        super::inherit_fd(fd)?;
-                    }
-                    reaper::unblock_all()?;
-                    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
-                });
-            }
-            let init = match command.spawn() {
-                Ok(init) => Pid::from_raw(i32::try_from(init.id()).expect("a pid fits in i32")),
+            // The init is a fork of this keeper, not a new exec of this binary: the keeper is
+            // single-threaded (`internal` runs before any runtime or thread exists), so the
+            // child may run the init's code as is. One exec less on the way to the command.
+            // SAFETY: this process has one thread; the child only runs `init::main`, whose
+            // descriptors it owns alone (the keeper's copies are forgotten, not closed).
+            let init = match unsafe { nix::unistd::fork() } {
+                Ok(ForkResult::Child) => {
+                    // The keeper's ends: the init must not hold its own control pipe open.
+                    drop((to_init, control, signals));
+                    std::mem::forget((report, init_control));
+                    // Its own process group, as the keeper's; its signals stay blocked (it
+                    // reads them from a signalfd of its own); SIGKILL when the keeper dies.
+                    let ready = nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0))
+                        .and_then(|()| set_pdeathsig(Signal::SIGKILL));
+                    let code = match ready {
+                        Ok(()) => init::main(init_args),
+                        Err(_) => crate::exit::INTERNAL,
+                    };
+                    std::process::exit(i32::from(code));
+                }
+                Ok(ForkResult::Parent { child }) => child,
                 Err(e) => return refuse(&mut report, format!("cannot start the init: {e}")),
             };
             drop((report, init_control));

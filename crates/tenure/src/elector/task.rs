@@ -109,7 +109,14 @@ impl Task {
                     next = Instant::now();
                 }
                 () = self.changes.changed(|t| t == Topic::Lease(&self.name)) => {
+                    stage(&self.name, "woken");
                     next = next.min(Instant::now());
+                    // Campaign at once, not through the timer below: tokio rounds a timer up
+                    // to its next whole millisecond tick. The database decides as ever: a
+                    // signal while the lease is live (or a spurious one) is one refused try.
+                    if !self.paused && Instant::now() >= self.not_before {
+                        next = self.attempt().await;
+                    }
                 }
                 () = sleep_until(self.registered_at + self.timing.renew_interval()),
                     if !self.paused && self.registered && Instant::now() < self.not_before => {
@@ -147,6 +154,7 @@ impl Task {
         let registered = self.registered;
         let sent = Instant::now();
         tracing::debug!(name = %self.name, candidate = %self.me, "campaign sent");
+        stage(&self.name, "campaign_sent");
         let call = async move {
             if !registered {
                 return unregistered(&store, &registration, &op).await;
@@ -256,6 +264,7 @@ impl Task {
             return received;
         };
         self.ledger.handed_out(term);
+        stage(&self.name, "acquired");
         self.begin(term, deadline, sent, received);
         self.set_role(Role::Leader { term, deadline });
         sent + self.timing.renew_interval()
@@ -422,7 +431,9 @@ impl Task {
             reason,
             purpose: Purpose::Election,
         };
+        stage(&self.name, "release_sent");
         self.store.apply_valid(&self.name, &op, &self.me).await?;
+        stage(&self.name, "released");
         self.ledger.gone(term);
         Ok(())
     }
@@ -485,4 +496,10 @@ async fn sleep_until_some(deadline: Option<Instant>) {
         Some(d) => sleep_until(d).await,
         None => std::future::pending().await,
     }
+}
+
+/// A stage of a handover, for the benchmark's stage stamps (`TENURE_STAGE_STAMPS`, see the
+/// CLI): a debug event of target `tenure::stage`, which no log shows unless asked for.
+pub(crate) fn stage(name: &str, stage: &'static str) {
+    tracing::debug!(target: "tenure::stage", name, stage);
 }

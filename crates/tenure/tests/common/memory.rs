@@ -57,6 +57,15 @@ pub(crate) struct MemoryBackend {
 }
 
 impl MemoryBackend {
+    /// Rings `name`'s change signal without any change (a spurious wake-up, as a renewal's or
+    /// another process's NOTIFY can be).
+    #[allow(dead_code)]
+    pub(crate) fn ring(&self, name: &str) {
+        if let Some(tx) = &self.notify {
+            let _ = tx.send(name.to_string());
+        }
+    }
+
     pub(crate) fn new(push_notifications: bool) -> MemoryBackend {
         MemoryBackend {
             rows: Mutex::default(),
