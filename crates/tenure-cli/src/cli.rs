@@ -98,8 +98,9 @@ pub(crate) enum Command {
     /// Show who leads NAME.
     Leader(LeaderArgs),
     /// Show every name: holder, term, since, time left, paused, handover target, live
-    /// candidates; and every spreading group with live members: each member's shards, the
-    /// unowned and the paused ones.
+    /// candidates; every spreading group with live members: each member's shards, the
+    /// unowned and the paused ones; and, where etcd's API was used on the database, its
+    /// revision, live leases and lock/election keys with their owners.
     Status,
     /// Show the candidates of NAME: priority, observer or not, metadata, last seen, leader.
     Candidates(CandidatesArgs),

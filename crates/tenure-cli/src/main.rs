@@ -15,6 +15,8 @@
 mod cli;
 mod commands;
 mod database;
+#[cfg(feature = "etcd")]
+mod etcd_view;
 mod exit;
 mod groups;
 mod health;

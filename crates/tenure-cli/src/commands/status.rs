@@ -1,4 +1,5 @@
-//! `tenure status`: every name, and every spreading group's assignment.
+//! `tenure status`: every name, every spreading group's assignment, and (with the `etcd`
+//! feature, where its tables have been used) the etcd on the database.
 
 use super::check_global;
 use crate::cli::Global;
@@ -18,6 +19,10 @@ struct Status {
     /// Only when a group has live members.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     groups: Vec<GroupJson>,
+    /// Only where the etcd tables exist and were used.
+    #[cfg(feature = "etcd")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    etcd: Option<crate::etcd_view::EtcdJson>,
 }
 
 fn list(shards: &[u32]) -> String {
@@ -79,17 +84,33 @@ pub(super) async fn status(global: &Global) -> Outcome {
         })
         .collect();
     let groups = crate::groups::read(&store).await?;
+    #[cfg(feature = "etcd")]
+    let etcd = crate::etcd_view::section(&store).await?;
     if global.json {
         print_json(&Status {
             now: time(snapshot.now),
             leases,
             groups,
+            #[cfg(feature = "etcd")]
+            etcd,
         });
         return Ok(OK);
     }
+    print_names(&leases);
+    if !groups.is_empty() {
+        print_groups(&groups);
+    }
+    #[cfg(feature = "etcd")]
+    if let Some(etcd) = &etcd {
+        crate::etcd_view::print(etcd);
+    }
+    Ok(OK)
+}
+
+fn print_names(leases: &[NameJson]) {
     if leases.is_empty() {
         println!("no names yet");
-        return Ok(OK);
+        return;
     }
     let rows: Vec<Vec<String>> = leases
         .iter()
@@ -126,8 +147,4 @@ pub(super) async fn status(global: &Global) -> Outcome {
         ],
         &rows,
     );
-    if !groups.is_empty() {
-        print_groups(&groups);
-    }
-    Ok(OK)
 }

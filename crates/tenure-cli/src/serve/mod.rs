@@ -135,6 +135,8 @@ pub(crate) fn app(state: AppState) -> Router {
 const ROOMS: &[&str] = &[
     #[cfg(feature = "http-api")]
     api::OPENAPI,
+    #[cfg(all(feature = "http-api", feature = "etcd"))]
+    api::OPENAPI_ETCD,
     #[cfg(feature = "consul")]
     consul::OPENAPI,
 ];

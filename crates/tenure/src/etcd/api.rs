@@ -6,6 +6,7 @@
 use super::call::{Call, Reply};
 use super::error::{Error, Result};
 use super::log::Events;
+use super::overview::Overview;
 use super::proto::etcdserverpb::{
     CompactionRequest, CompactionResponse, DeleteRangeRequest, DeleteRangeResponse,
     LeaseGrantRequest, LeaseGrantResponse, LeaseKeepAliveResponse, LeaseLeasesResponse,
@@ -136,6 +137,21 @@ impl Etcd {
     pub async fn revisions(&self) -> Result<Revisions> {
         match self.call(Call::Revision).await? {
             Reply::Revision { revision, floor } => Ok(Revisions { revision, floor }),
+            _ => Err(mismatch()),
+        }
+    }
+
+    /// What an operator sees, in one transaction at one revision: the revision and the
+    /// compaction floor, the leases that live (earliest end first) with their granted TTL,
+    /// what they have left by the database's clock and how many keys each has, and the keys
+    /// of the Lock and Election recipes (`<prefix><lease in hex>`, in key order) with each
+    /// prefix's owner — at most `limit` leases and `limit` keys, with counts of the rest.
+    ///
+    /// # Errors
+    /// [`Error::Store`] ([`crate::Error::SchemaMissing`] where the etcd tables do not exist).
+    pub async fn overview(&self, limit: u32) -> Result<Overview> {
+        match self.call(Call::Overview(limit)).await? {
+            Reply::Overview(overview) => Ok(overview),
             _ => Err(mismatch()),
         }
     }

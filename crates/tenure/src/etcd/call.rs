@@ -19,6 +19,7 @@ use super::kv::{check_put, delete, put, range, Writing};
 use super::leases;
 use super::log::{self, Events};
 use super::members;
+use super::overview::{self, Overview};
 use super::proto::etcdserverpb::{
     CompactionResponse, DeleteRangeRequest, DeleteRangeResponse, LeaseGrantResponse,
     LeaseKeepAliveResponse, LeaseLeasesResponse, LeaseRevokeResponse, LeaseTimeToLiveRequest,
@@ -74,6 +75,8 @@ pub(super) enum Call<'a> {
     Members,
     /// The fence statement with the store's prefix and dialect.
     Fence,
+    /// What an operator sees, at most this many leases and recipe keys.
+    Overview(u32),
 }
 
 /// What a transaction answered.
@@ -99,6 +102,7 @@ pub(super) enum Reply {
     Left,
     Members(Vec<Member>),
     Fence(String),
+    Overview(Overview),
 }
 
 /// What kind of transaction a call is.
@@ -115,7 +119,7 @@ impl Call<'_> {
         match self {
             Call::Put(_) | Call::Delete(_) | Call::Revoke(_) | Call::Reap(_) => Kind::WriteKeys,
             Call::Txn(t) if txn_writes(t) => Kind::WriteKeys,
-            Call::Range(_) | Call::Txn(_) => Kind::ReadKeys,
+            Call::Range(_) | Call::Txn(_) | Call::Overview(_) => Kind::ReadKeys,
             Call::Compact(_)
             | Call::Retain(_)
             | Call::Grant { .. }
@@ -151,6 +155,7 @@ impl Call<'_> {
                 "etcd_members"
             }
             Call::Fence => "etcd_fence",
+            Call::Overview(_) => "etcd_overview",
         }
     }
 }
@@ -181,9 +186,9 @@ impl Body for Run<'_> {
     }
 
     async fn run(&mut self, tx: &mut dyn Tx) -> crate::error::Result<Outcome> {
-        let s = self
-            .statements
-            .get(tx, |tx| Statements::new(tx.prefix(), tx.dialect()));
+        let s = self.statements.get(tx, |tx| {
+            Statements::new(tx.prefix(), tx.dialect(), tx.kind())
+        });
         let mut rows = EtcdTx::new(tx, s);
         self.out = None;
         let ran = match self.call.kind() {
@@ -251,6 +256,7 @@ async fn read_keys(tx: &mut EtcdTx<'_>, call: Call<'_>, locked: bool) -> Result<
     let reply = match call {
         Call::Range(r) => Reply::Range(range(tx, r, seen, floor).await?),
         Call::Txn(t) => Reply::Txn(txn(tx, &mut Writing::at(seen), t, floor).await?),
+        Call::Overview(limit) => Reply::Overview(overview::read(tx, seen, limit).await?),
         _ => unreachable!("a read of keys"),
     };
     if !locked && tx.read_revision().await? != seen {

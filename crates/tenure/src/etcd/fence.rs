@@ -35,7 +35,7 @@ use crate::backend::BackendKind;
 pub fn fence_sql(kind: BackendKind, prefix: &str) -> crate::Result<String> {
     crate::validate::table_prefix(prefix)?;
     let dialect = crate::backend::dialect(kind)?;
-    Ok(Statements::new(prefix, &dialect).fence)
+    Ok(Statements::new(prefix, &dialect, kind).fence)
 }
 
 impl Etcd {

@@ -45,6 +45,9 @@
 //!   cannot give.
 //! - **Members** (`<prefix>etcd_member`): each server joins with its id and URLs and
 //!   heartbeats; [`Etcd::members`] lists those alive by the database's clock.
+//! - **Operators** see it through [`Etcd::overview`]: the revision, the floor, the live leases
+//!   and the recipes' keys with their owners, in one bounded read (`tenure status`, `GET
+//!   /v1/etcd` and the status page show it).
 //!
 //! # What differs from etcd
 //! - Keys are at most [`MAX_KEY_BYTES`] (2048) bytes, what every engine can index (etcd's only
@@ -68,6 +71,7 @@ mod kv;
 mod leases;
 mod log;
 mod members;
+mod overview;
 mod recipes;
 #[cfg(feature = "testing")]
 pub mod reference;
@@ -81,6 +85,7 @@ pub use api::{Reaped, Revisions};
 pub use error::{Code, Error, Result};
 pub use fence::fence_sql;
 pub use log::Events;
+pub use overview::{LeaseSummary, Overview, RecipeKey};
 pub use recipes::{Observer, SESSION_TTL};
 pub use rules::lease::{MAX_LEASE_TTL, MIN_LEASE_TTL};
 pub use rules::span::Span;

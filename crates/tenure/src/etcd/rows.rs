@@ -34,8 +34,8 @@ pub(crate) struct MemberRow {
 /// The etcd rows of one transaction. A writer takes the revision first
 /// ([`lock_revision`](EtcdTx::lock_revision)), which serializes every writer of keys.
 pub(crate) struct EtcdTx<'t> {
-    tx: &'t mut dyn Tx,
-    s: &'t Statements,
+    pub(super) tx: &'t mut dyn Tx,
+    pub(super) s: &'t Statements,
 }
 
 fn kv_row(row: &dyn Row) -> Result<KeyValue> {

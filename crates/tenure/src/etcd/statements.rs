@@ -5,7 +5,7 @@
 use super::rules::span::Span;
 use super::validate::MAX_KEY_BYTES;
 use crate::backend::tx::counter::{self, Counter};
-use crate::backend::tx::{Arg, Column, Dialect, Index, Kind, Schema, Table};
+use crate::backend::tx::{Arg, BackendKind, Column, Dialect, Index, Kind, Schema, Table};
 
 /// A query over a span of keys, in its three shapes: one key, every key from one on, and the
 /// keys between two. The key parameters come after `first - 1` others.
@@ -18,7 +18,7 @@ pub(super) struct Spanned {
 
 impl Spanned {
     /// `{head} <the span's condition on kv_key>{tail}`.
-    fn new(d: &Dialect, head: &str, tail: &str, first: usize) -> Spanned {
+    pub(super) fn new(d: &Dialect, head: &str, tail: &str, first: usize) -> Spanned {
         let (a, b) = ((d.param)(first), (d.param)(first + 1));
         Spanned {
             one: format!("{head} kv_key = {a}{tail}"),
@@ -84,10 +84,12 @@ pub(crate) struct Statements {
     pub(super) delete_ended_members: String,
     /// The fence on a lock key: parameters key, a revision at which the lock was held.
     pub(crate) fence: String,
+    /// What an operator sees.
+    pub(super) overview: super::overview::Sql,
 }
 
 impl Statements {
-    pub(crate) fn new(prefix: &str, d: &Dialect) -> Statements {
+    pub(crate) fn new(prefix: &str, d: &Dialect, kind: BackendKind) -> Statements {
         let p = d.param;
         let (kv, ev) = (KV.named(prefix), EVENT.named(prefix));
         let (lease, member) = (LEASE.named(prefix), MEMBER.named(prefix));
@@ -219,6 +221,7 @@ impl Statements {
             delete_member: format!("DELETE FROM {member} WHERE id = {}", p(1)),
             delete_ended_members: format!("DELETE FROM {member} WHERE expires_at <= {}", at(1)),
             fence: fence(&kv, d),
+            overview: super::overview::Sql::new(&kv, &lease, d, kind),
         }
     }
 

@@ -22,6 +22,7 @@ mod etcd_kv;
 mod etcd_leases;
 mod etcd_log;
 mod etcd_model;
+mod etcd_overview;
 mod etcd_recipes;
 mod etcd_support;
 mod etcd_txn;
@@ -174,6 +175,8 @@ for_every_backend!([
     etcd_recipes::etcd_lock_waiter_that_gives_up_leaves_no_key,
     etcd_recipes::etcd_election_campaign_observe_and_resign,
     etcd_model::etcd_matches_the_reference,
+    etcd_overview::etcd_overview_shows_leases_and_recipe_owners,
+    etcd_overview::etcd_overview_follows_the_database_clock,
 ]);
 
 fence_tests!(

@@ -5,11 +5,15 @@
 //!   of a name, the spreading groups, the renewals the watcher saw.
 //! - `campaigns`: this process's own `--campaign` roles and the leader-check.
 //! - `admin`: demote, handover, pause and resume, behind the token.
+//! - `etcd` (with the feature `etcd`): the etcd on the database as an operator sees it.
 //! - `params`: path names, query parameters and admin bodies, parsed strictly (400 otherwise).
-//! - `openapi.json`: this room's part of the API description; `page.html`: the status page.
+//! - `openapi.json`: this room's part of the API description (`openapi_etcd.json` its etcd
+//!   read's, with the feature `etcd`); `page.html`: the status page.
 
 mod admin;
 mod campaigns;
+#[cfg(feature = "etcd")]
+mod etcd;
 mod params;
 mod reads;
 
@@ -22,6 +26,9 @@ use axum::Router;
 
 /// This room's part of the OpenAPI document.
 pub(super) const OPENAPI: &str = include_str!("openapi.json");
+/// Its part for `GET /v1/etcd`, in a build with the etcd layer (feature `etcd`).
+#[cfg(feature = "etcd")]
+pub(super) const OPENAPI_ETCD: &str = include_str!("openapi_etcd.json");
 
 /// This room's routes.
 pub(super) fn routes(state: &AppState) -> Router<AppState> {
@@ -34,7 +41,10 @@ pub(super) fn routes(state: &AppState) -> Router<AppState> {
             state.clone(),
             admin::require,
         ));
-    Router::new()
+    let reads = Router::new();
+    #[cfg(feature = "etcd")]
+    let reads = reads.route("/v1/etcd", get(etcd::overview));
+    reads
         .route("/", get(page))
         .route("/v1/status", get(reads::status))
         .route("/v1/status/{name}", get(reads::lease))

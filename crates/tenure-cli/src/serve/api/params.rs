@@ -77,8 +77,13 @@ impl Params {
 
     /// `limit=N`, 1 to 1000, default 20.
     pub(super) fn limit(&self) -> Result<u32, ApiError> {
+        self.limit_or(20)
+    }
+
+    /// `limit` (1 to 1000), `default` without it.
+    pub(super) fn limit_or(&self, default: u32) -> Result<u32, ApiError> {
         let Some(text) = self.one("limit")? else {
-            return Ok(20);
+            return Ok(default);
         };
         text.parse::<u32>()
             .ok()

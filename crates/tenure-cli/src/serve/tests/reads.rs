@@ -127,6 +127,7 @@ const ROUTES: &[&str] = &[
     "GET /v1/candidates/{name}",
     "GET /v1/renewals",
     "GET /v1/groups",
+    "GET /v1/etcd",
     "GET /v1/self",
     "GET /v1/self/{name}",
     "GET /v1/leader-check/{name}",
