@@ -203,9 +203,11 @@ async fn thousand_waiting_clients_share_the_reads(db: &TestDb) {
         "{}: all {CLIENTS} answered within {latest:?} of the change; {reads} reads in all",
         db.kind
     );
+    // Woken by the change, not by their 30 s wait's end: half of it is a bound that holds on a
+    // busy machine too (how soon is the benchmark's business, not a test's).
     assert!(
-        latest < poll * 5,
-        "the last client was answered {latest:?} after the change"
+        latest < Duration::from_secs(15),
+        "the last client was answered {latest:?} after the change: by its wait's end, not the change"
     );
     let _ = stop.send(());
     server.await.expect("server task").expect("serve");
