@@ -63,7 +63,11 @@ async fn counting_store(target: &Target) -> Result<(Store, Arc<Counting>), Strin
         .await
         .map_err(|e| e.to_string())?;
     let counting = Arc::new(Counting::new(backend));
-    Ok((Store::from_backend(counting.clone(), timeout), counting))
+    let store = Store::from_backend(counting.clone(), timeout);
+    // A hand-wrapped store creates no layer's table, and `try_lock_many` checks the spreading
+    // rule against the spreading layer's.
+    store.migrate().await.map_err(|e| e.to_string())?;
+    Ok((store, counting))
 }
 
 /// `tenure-bench hold-leases`: takes `leases` locks with ttl `at_most`, then watches
