@@ -9,6 +9,8 @@ pub(crate) struct Raw {
     pool: Pool,
     take: String,
     release: String,
+    /// Seed 004's `cluster_lock` rather than the least SQL: no term, taken when one row changed.
+    seed: bool,
 }
 
 fn create(engine: Engine, t: &str) -> String {
@@ -117,11 +119,54 @@ impl Raw {
             pool,
             take,
             release,
+            seed: false,
+        })
+    }
+
+    /// Seed 004's lock (`crate::seeds::cluster_lock_statements`): its table and the rows
+    /// `names`, with a pool of `connections`.
+    pub(crate) async fn prepare_seed(
+        target: &Target,
+        connections: u32,
+        names: &[String],
+    ) -> Result<Raw, String> {
+        use crate::seeds::{cluster_lock_insert, cluster_lock_statements, cluster_lock_table};
+        let pool = target
+            .raw_pool(connections)
+            .await
+            .map_err(|e| e.to_string())?;
+        let t = format!("{}cluster_lock", target.prefix);
+        pool.execute(&cluster_lock_table(target.engine, &t))
+            .await
+            .map_err(|e| e.to_string())?;
+        for name in names {
+            pool.execute(&cluster_lock_insert(target.engine, &t, name))
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        let (take, release) = cluster_lock_statements(target.engine, &t);
+        Ok(Raw {
+            pool,
+            take,
+            release,
+            seed: true,
         })
     }
 
     /// Takes `name` for `me`: the new term, or `None` if held.
     pub(crate) async fn take(&self, name: &str, me: &str) -> Result<Option<i64>, sqlx::Error> {
+        if self.seed {
+            // The seed knows no term: one row changed means taken (its own words).
+            let changed = crate::db::with_pool!(&self.pool, p => sqlx::query(&self.take)
+                .bind(me)
+                .bind(me)
+                .bind(name)
+                .bind(me)
+                .execute(p)
+                .await?
+                .rows_affected());
+            return Ok((changed == 1).then_some(0));
+        }
         match &self.pool {
             // No `RETURNING` on MySQL: the statement hands the term over as LAST_INSERT_ID.
             Pool::My(p) => {
@@ -147,6 +192,14 @@ impl Raw {
 
     /// Releases tenure `term` of `name` held by `me`.
     pub(crate) async fn release(&self, name: &str, me: &str, term: i64) -> Result<(), sqlx::Error> {
+        if self.seed {
+            return crate::db::with_pool!(&self.pool, p => sqlx::query(&self.release)
+                .bind(name)
+                .bind(me)
+                .execute(p)
+                .await
+                .map(|_| ()));
+        }
         crate::db::with_pool!(&self.pool, p => sqlx::query(&self.release)
             .bind(name)
             .bind(me)

@@ -73,6 +73,87 @@ pub(crate) fn am_i_leader(engine: Engine, table: &str) -> String {
     format!("SELECT count(*) AS is_leader FROM {table} WHERE anchor = 1 AND service_id = {p}")
 }
 
+// === seed 004: `cluster_lock`, a lock with an expiry ===
+
+/// Seed 004's lock table (`cluster_lock`: the lock's name, its expiry, the owner's id and
+/// name), with times at the engine's finest resolution (the seed's `timestamp`: a release and
+/// the next take within one tick would otherwise find the lock not yet expired).
+pub(crate) fn cluster_lock_table(engine: Engine, t: &str) -> String {
+    match engine {
+        Engine::MySql => format!(
+            "CREATE TABLE IF NOT EXISTS {t} (lock_name varchar(32) NOT NULL PRIMARY KEY, \
+             expiry_date_time datetime(6) NOT NULL, owner_id varchar(32) NULL, \
+             owner_name varchar(32) NULL) ENGINE=InnoDB"
+        ),
+        Engine::Postgres => format!(
+            "CREATE TABLE IF NOT EXISTS {t} (lock_name varchar(32) PRIMARY KEY, \
+             expiry_date_time timestamptz NOT NULL, owner_id varchar(32), \
+             owner_name varchar(32))"
+        ),
+        Engine::Sqlite => format!(
+            "CREATE TABLE IF NOT EXISTS {t} (lock_name TEXT PRIMARY KEY, \
+             expiry_date_time TEXT NOT NULL, owner_id TEXT, owner_name TEXT)"
+        ),
+    }
+}
+
+/// The engine's `now` for seed 004's statements (the database's clock, as the seed asks).
+fn cluster_lock_now(engine: Engine) -> &'static str {
+    match engine {
+        Engine::MySql => "UTC_TIMESTAMP(6)",
+        Engine::Postgres => "clock_timestamp()",
+        Engine::Sqlite => "strftime('%Y-%m-%d %H:%M:%f', 'now')",
+    }
+}
+
+/// Seed 004's "define all possible locks": the row of `name` (the benchmark's own `lock-N`:
+/// no quoting needed), free.
+pub(crate) fn cluster_lock_insert(engine: Engine, t: &str, name: &str) -> String {
+    let now = cluster_lock_now(engine);
+    let verb = match engine {
+        Engine::MySql => "INSERT IGNORE",
+        Engine::Postgres => "INSERT",
+        Engine::Sqlite => "INSERT OR IGNORE",
+    };
+    let tail = match engine {
+        Engine::Postgres => " ON CONFLICT DO NOTHING",
+        _ => "",
+    };
+    format!("{verb} INTO {t} (lock_name, expiry_date_time) VALUES ('{name}', {now}){tail}")
+}
+
+/// Seed 004's two statements, (take, release). take: parameters owner id, owner name, lock
+/// name, owner id; one row changed means taken. release: parameters lock name, owner id.
+pub(crate) fn cluster_lock_statements(engine: Engine, t: &str) -> (String, String) {
+    let now = cluster_lock_now(engine);
+    let p = |n: usize| match engine {
+        Engine::Postgres => format!("${n}"),
+        Engine::MySql => "?".to_string(),
+        Engine::Sqlite => format!("?{n}"),
+    };
+    let later = match engine {
+        Engine::MySql => format!("{now} + INTERVAL 60 SECOND"),
+        Engine::Postgres => format!("{now} + interval '60 seconds'"),
+        Engine::Sqlite => "strftime('%Y-%m-%d %H:%M:%f', 'now', '+60 seconds')".to_string(),
+    };
+    (
+        format!(
+            "UPDATE {t} SET expiry_date_time = {later}, owner_id = {}, owner_name = {} \
+             WHERE lock_name = {} AND (expiry_date_time < {now} OR owner_id = {})",
+            p(1),
+            p(2),
+            p(3),
+            p(4)
+        ),
+        format!(
+            "UPDATE {t} SET expiry_date_time = {now}, owner_id = NULL, owner_name = NULL \
+             WHERE lock_name = {} AND owner_id = {}",
+            p(1),
+            p(2)
+        ),
+    )
+}
+
 /// Creates the election's table for `target`.
 pub(crate) async fn prepare(target: &Target) -> Result<(), String> {
     let pool = target.raw_pool(1).await.map_err(|e| e.to_string())?;
@@ -142,5 +223,12 @@ mod tests {
         assert!(pg.contains("t.last_seen_active < now() - interval '2 seconds'"));
         assert!(upsert(Engine::Sqlite, "t", 3).contains("'-3 seconds'"));
         assert!(am_i_leader(Engine::Postgres, "t").ends_with("service_id = $1"));
+        let (take, release) = cluster_lock_statements(Engine::Postgres, "cluster_lock");
+        assert!(take.contains(
+            "WHERE lock_name = $3 AND (expiry_date_time < clock_timestamp() OR owner_id = $4)"
+        ));
+        assert!(release.contains("owner_id = NULL, owner_name = NULL"));
+        let (take, _) = cluster_lock_statements(Engine::MySql, "c");
+        assert_eq!(take.matches('?').count(), 4);
     }
 }

@@ -40,7 +40,7 @@ async fn drop_prefix(store: &Store, prefix: &str) {
     for table in ["lease", "history", "tick", "schema", "epoch"] {
         raw_sql(store, &format!("DROP TABLE IF EXISTS {prefix}{table}")).await;
     }
-    for routine in ["lock_acquire_v2", "lock_release_v1"] {
+    for routine in ["lock_acquire_v2", "lock_acquire_v3", "lock_release_v1"] {
         raw_sql(
             store,
             &format!("DROP PROCEDURE IF EXISTS {prefix}{routine}"),

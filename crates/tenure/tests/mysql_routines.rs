@@ -47,7 +47,7 @@ async fn calls(admin: &MySqlPool) -> i64 {
 }
 
 async fn drop_all(admin: &MySqlPool, prefix: &str) {
-    for routine in ["lock_acquire_v2", "lock_release_v1"] {
+    for routine in ["lock_acquire_v3", "lock_release_v1"] {
         sqlx::raw_sql(&format!("DROP PROCEDURE IF EXISTS {prefix}{routine}"))
             .execute(admin)
             .await
@@ -90,7 +90,7 @@ async fn procedures_serve_lock_cycles_and_their_absence_costs_only_speed() {
     assert_eq!(
         procedures(&admin, &prefix).await,
         vec![
-            format!("{prefix}lock_acquire_v2"),
+            format!("{prefix}lock_acquire_v3"),
             format!("{prefix}lock_release_v1")
         ],
         "migrate installed both"
@@ -110,7 +110,7 @@ async fn procedures_serve_lock_cycles_and_their_absence_costs_only_speed() {
 
     // Without the procedures (a DBA dropped them, an older schema): the same cycle works
     // through the transaction, for a store that had them and for a new one.
-    for routine in ["lock_acquire_v2", "lock_release_v1"] {
+    for routine in ["lock_acquire_v3", "lock_release_v1"] {
         sqlx::raw_sql(&format!("DROP PROCEDURE {prefix}{routine}"))
             .execute(&admin)
             .await

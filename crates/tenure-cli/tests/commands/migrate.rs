@@ -29,7 +29,7 @@ fn migrate_print_needs_no_connection() {
                 "ENGINE=InnoDB",
                 "utf8mb4_bin",
                 "DELIMITER //\nCREATE PROCEDURE IF NOT EXISTS ",
-                "lock_acquire_v2(IN p_name",
+                "lock_acquire_v3(IN p_name",
                 "lock_release_v1(IN p_name",
             ][..],
         ),

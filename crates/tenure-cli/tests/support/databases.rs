@@ -155,7 +155,7 @@ pub(crate) async fn drop_tables(kind: BackendKind, url: &str, prefix: &str) {
         }
         BackendKind::MySql => {
             let mut c = sqlx::MySqlConnection::connect(url).await.expect("connect");
-            let routines = ["lock_acquire_v2", "lock_release_v1"]
+            let routines = ["lock_acquire_v2", "lock_acquire_v3", "lock_release_v1"]
                 .map(|r| format!("DROP PROCEDURE IF EXISTS {prefix}{r}"));
             for sql in drops.iter().chain(routines.iter()) {
                 sqlx::raw_sql(sql).execute(&mut c).await.expect("drop");

@@ -28,16 +28,16 @@ pub(super) enum Retry {
 
 /// What this process still has of a name it does not hold: a stale term to give back before
 /// it campaigns, and a term kept with `forget` that the campaign succeeds.
-struct Ours {
-    stale: Option<(u64, GiveBack)>,
-    kept: Option<u64>,
+pub(super) struct Ours {
+    pub(super) stale: Option<(u64, GiveBack)>,
+    pub(super) kept: Option<u64>,
 }
 
 /// The database's answer to a campaign, with when it was sent and received.
-struct Answer {
-    applied: Applied,
-    sent: Instant,
-    received: Instant,
+pub(super) struct Answer {
+    pub(super) applied: Applied,
+    pub(super) sent: Instant,
+    pub(super) received: Instant,
 }
 
 impl Locks {
@@ -68,7 +68,7 @@ impl Locks {
     }
 
     /// What this process has of `name`, or `None` if it holds it now.
-    fn ours(&self, name: &str) -> Option<Ours> {
+    pub(super) fn ours(&self, name: &str) -> Option<Ours> {
         let mut table = self.inner.table();
         if table.held.contains_key(name) {
             return None;
@@ -136,7 +136,7 @@ impl Locks {
 
     /// The campaign did not grant `name`: when to try again (a kept term that must not
     /// continue is given back first).
-    async fn not_granted(
+    pub(super) async fn not_granted(
         &self,
         name: &str,
         applied: &Applied,
@@ -177,7 +177,7 @@ impl Locks {
     /// The campaign granted a term: hand it to a new guard whose belief ends before the
     /// database's expiry — or, granted too late to believe (or, defensively, a term handed out
     /// before), give it back at once.
-    async fn grant(
+    pub(super) async fn grant(
         &self,
         name: &str,
         answer: &Answer,

@@ -3,6 +3,7 @@
 mod attempt;
 mod guard;
 mod keeper;
+mod many;
 mod options;
 mod semaphore;
 mod table;

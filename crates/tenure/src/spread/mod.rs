@@ -80,6 +80,7 @@ pub use assignment::Assignment;
 pub use guard::ShardGuard;
 #[cfg_attr(not(feature = "consul"), allow(unused_imports))]
 pub(crate) use names::refusal_in;
+pub(crate) use names::refusals_in;
 pub use names::{check_no_group, GROUP_NAME, SHARD_NAME};
 
 use crate::config::Timing;

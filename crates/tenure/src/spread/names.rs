@@ -36,22 +36,50 @@ pub(crate) async fn refusal_in(
     name: &str,
     now: DbTime,
 ) -> Result<Option<&'static str>> {
-    let shard = name
-        .rsplit_once('/')
-        .and_then(|(group, _)| Some((group, super::shard_of(group, name)?)));
-    let mut names = vec![name];
-    names.extend(shard.map(|(group, _)| group));
-    let sql = live_groups(tx.prefix(), tx.dialect(), Some(names.len()));
+    Ok(refusals_in(tx, &[name], now).await?.map(|(_, rule)| rule))
+}
+
+/// [`refusal_in`] for many names at once (a batch of locks): the first of `names` (in their
+/// order) that may not be taken, with the rule it breaks, if any. One statement in `tx` (the
+/// names and their groups as its parameters: keep `names` to a chunk of a thousand or so).
+///
+/// # Errors
+/// Database errors.
+pub(crate) async fn refusals_in(
+    tx: &mut dyn Tx,
+    names: &[&str],
+    now: DbTime,
+) -> Result<Option<(String, &'static str)>> {
+    let shard_of = |name: &str| {
+        name.rsplit_once('/')
+            .and_then(|(group, _)| Some((group.to_string(), super::shard_of(group, name)?)))
+    };
+    let mut asked: Vec<String> = names.iter().map(|n| (*n).to_string()).collect();
+    asked.extend(names.iter().filter_map(|n| shard_of(n).map(|(g, _)| g)));
+    asked.sort_unstable();
+    asked.dedup();
+    let sql = live_groups(tx.prefix(), tx.dialect(), Some(asked.len()));
     let mut args = vec![Arg::Int(now.0)];
-    args.extend(names.iter().map(|n| Arg::Text(n)));
+    args.extend(asked.iter().map(|n| Arg::Text(n)));
+    let mut live = std::collections::HashMap::new();
     for row in tx.fetch(&sql, &args).await? {
-        let group = row.text("name")?;
         let shards = u64::try_from(row.int("shards")?).unwrap_or(0);
-        if group == name {
-            return Ok(Some(GROUP_NAME));
+        live.insert(row.text("name")?, shards);
+    }
+    if live.is_empty() {
+        return Ok(None);
+    }
+    for name in names {
+        if live.contains_key(*name) {
+            return Ok(Some(((*name).to_string(), GROUP_NAME)));
         }
-        if shard.is_some_and(|(g, i)| g == group && u64::from(i) < shards) {
-            return Ok(Some(SHARD_NAME));
+        if let Some((group, i)) = shard_of(name) {
+            if live
+                .get(&group)
+                .is_some_and(|&shards| u64::from(i) < shards)
+            {
+                return Ok(Some(((*name).to_string(), SHARD_NAME)));
+            }
         }
     }
     Ok(None)

@@ -29,6 +29,7 @@ mod etcd_txn;
 mod fence;
 mod lock_history;
 mod locks;
+mod locks_many;
 mod ops;
 mod schedule;
 mod spread;
@@ -100,6 +101,10 @@ for_every_backend!([
     locks::lock_election_mode,
     locks::semaphore_limits_holders,
     locks::lock_waits_without_a_bound,
+    locks_many::lock_many_takes_the_free_names_only,
+    locks_many::lock_many_racing_single_locks_never_doubles,
+    locks_many::lock_many_guards_renew_and_are_lost_like_single_ones,
+    locks_many::lock_many_refuses_a_spreading_groups_names,
     lock_history::lock_cycle_leaves_no_history,
     lock_history::lock_records_every_cycle_when_asked,
     lock_history::lock_takeover_and_admin_events_are_recorded,

@@ -58,6 +58,9 @@ pub(super) struct Bells {
     wake: broadcast::Sender<String>,
     /// Set when the server refused a named lock as not supported: no bells from then on.
     off: Arc<AtomicBool>,
+    /// Set once a bell was asked to be taken: until then a release has none to give back, and
+    /// a process of locks alone sends its holder task nothing at all.
+    took: AtomicBool,
 }
 
 /// What the holder task is asked: take or give back `name`'s bell for `candidate`.
@@ -85,6 +88,7 @@ impl Bells {
             waiting: Arc::new(Mutex::new(HashSet::new())),
             wake,
             off,
+            took: AtomicBool::new(false),
         }
     }
 
@@ -106,9 +110,12 @@ impl Bells {
             (Op::Campaign { candidate, .. }, Effect::Acquired { .. } | Effect::Renewed)
                 if listens =>
             {
+                self.took.store(true, Ordering::Relaxed);
                 Hold::Take(name.to_string(), candidate.clone())
             }
-            (Op::Release { candidate, .. }, Effect::Released | Effect::NotHolder) => {
+            (Op::Release { candidate, .. }, Effect::Released | Effect::NotHolder)
+                if self.took.load(Ordering::Relaxed) =>
+            {
                 Hold::Give(name.to_string(), candidate.clone())
             }
             (Op::Campaign { .. }, Effect::Unavailable) => return self.wait(name),

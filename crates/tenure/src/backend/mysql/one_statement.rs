@@ -6,9 +6,18 @@
 //! the clock, the write, `COMMIT`): five per operation, ten per cycle, where the least SQL pays
 //! two. Each procedure runs the same steps inside the server, in one transaction:
 //!
-//! 1. `SELECT … FOR UPDATE` locks the row (if there is one);
-//! 2. the clock is read *after* the lock was granted (`UTC_TIMESTAMP(6)` into a variable, as the
-//!    transaction reads it in a second statement);
+//! 1. `SELECT … FOR UPDATE` locks the row (if there is one) — in the release; the
+//!    acquisition's `UPDATE` locks it itself (`lock_acquire_v3`, one statement fewer than
+//!    `_v2`);
+//! 2. the release reads the clock *after* the lock was granted (`UTC_TIMESTAMP(6)` into a
+//!    variable, as the transaction reads it in a second statement); the acquisition reads it
+//!    as its `UPDATE` starts, which may be before the row lock is granted. That errs only one
+//!    way: a lease is found expired no sooner (`expires_at <= now` at an earlier now), and the
+//!    new expiry, `now + ttl`, still lies a whole ttl after the caller sent the call, which is
+//!    all its belief counts on (its deadline is the send instant + ttl − margin). The row's
+//!    `acquired_at` is that instant too (so `at_least` counts from it), and the answer's `now`
+//!    is the `renewed_at` it wrote: the model-based test checks the row against the model at
+//!    that `now`;
 //! 3. one `UPDATE` writes only in the one case it covers, exactly where the model ([`decide`])
 //!    writes the same row and records no event:
 //!    - **acquire** (a lock or permit that does not record every cycle): the lease is vacant
@@ -54,7 +63,7 @@ use std::sync::atomic::Ordering;
 /// next to these (`CREATE PROCEDURE IF NOT EXISTS` never replaces one).
 fn names(prefix: &str) -> (String, String) {
     (
-        format!("{prefix}lock_acquire_v2"),
+        format!("{prefix}lock_acquire_v3"),
         format!("{prefix}lock_release_v1"),
     )
 }
@@ -90,23 +99,37 @@ pub(super) fn routines(prefix: &str) -> Vec<String> {
              END"
         )
     };
+    // The acquisition: the `UPDATE` alone (its clock is the statement's, see the module's
+    // doc), the answer's clock the `renewed_at` it wrote.
+    let acquire_answer = format!(
+        "SELECT {}, {} AS now_us FROM {lease} WHERE name = p_name",
+        lease_columns(&d, ""),
+        (d.to_us)("renewed_at")
+    );
+    let now = "UTC_TIMESTAMP(6)";
     vec![
         format!(
             "CREATE PROCEDURE IF NOT EXISTS {acquire}(IN p_name {text}, IN p_holder {text}, \
              IN p_ttl_ms BIGINT, IN p_metadata TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, \
              IN p_floor BIGINT)\n\
-             SQL SECURITY INVOKER\n{}",
-            body(format!(
-                "UPDATE {lease} SET holder = p_holder, term = GREATEST(term + 1, p_floor), \
-                 acquired_at = v_now, \
-                 renewed_at = v_now, expires_at = TIMESTAMPADD(MICROSECOND, p_ttl_ms * 1000, \
-                 v_now), ttl_ms = p_ttl_ms, metadata = p_metadata, handover_to = NULL \
-                 WHERE name = p_name AND holder IS NULL AND handover_to IS NULL AND paused = 0 \
-                 AND expires_at <= v_now AND @@global.read_only = 0 \
-                 AND term < 9223372036854775807 \
-                 AND EXISTS (SELECT 1 FROM {epoch} e WHERE e.id = 1 \
-                 AND e.server_id = @@server_id AND e.epoch = p_floor)"
-            ))
+             SQL SECURITY INVOKER\n\
+             BEGIN\n\
+             \x20 DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;\n\
+             \x20 START TRANSACTION;\n\
+             \x20 UPDATE {lease} SET holder = p_holder, term = GREATEST(term + 1, p_floor), \
+             acquired_at = {now}, renewed_at = {now}, \
+             expires_at = TIMESTAMPADD(MICROSECOND, p_ttl_ms * 1000, {now}), \
+             ttl_ms = p_ttl_ms, metadata = p_metadata, handover_to = NULL \
+             WHERE name = p_name AND holder IS NULL AND handover_to IS NULL AND paused = 0 \
+             AND expires_at <= {now} AND @@global.read_only = 0 \
+             AND term < 9223372036854775807 \
+             AND EXISTS (SELECT 1 FROM {epoch} e WHERE e.id = 1 \
+             AND e.server_id = @@server_id AND e.epoch = p_floor);\n\
+             \x20 IF ROW_COUNT() = 1 THEN\n\
+             \x20   {acquire_answer};\n\
+             \x20 END IF;\n\
+             \x20 COMMIT;\n\
+             END"
         ),
         format!(
             "CREATE PROCEDURE IF NOT EXISTS {release}(IN p_name {text}, IN p_holder {text}, \

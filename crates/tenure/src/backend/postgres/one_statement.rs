@@ -18,6 +18,20 @@
 //! by default and announces only its release — and that only where a process listens for it
 //! (a waiting mark is held, `marks.rs`): PostgreSQL serializes the commits that notify.
 //!
+//! A lock's release that records no event commits asynchronously (`synchronous_commit` off
+//! for its own transaction: it does not wait for its WAL to reach the disk). That is safe
+//! because a release gives nothing to anyone and mints no term: if a crash of the server
+//! loses it, the row is as it was before — held by the releaser, with the same term and
+//! expiry, a state the database had already made durable — and the releaser, whose belief
+//! ended before it sent the release, never believes again in that term: its next campaign
+//! finds the lease held and waits for the expiry, as for any live lease (P3, P5). Whatever
+//! depended on the release is lost with it: an acquisition that read the freed row commits
+//! (synchronously) with a WAL record after the release's, so flushing it flushes the release
+//! too, and a replica receives only flushed WAL — no term can be minted on a release the
+//! database then forgets (P1, P2). What a lost release costs is availability: the lock stays
+//! held until its ttl ends, as after a crash of its holder (P6). Releases that record an
+//! event (an election's, a lock's with a reason or `record_every_cycle`) commit as always.
+//!
 //! Otherwise the statement writes nothing and returns the locked row as it is, with the same
 //! `now`. Where the model decides no write on it (someone else leads, a stale release, a step
 //! down) that is the answer; where it would write (a renewal, a takeover of an expired holder,
@@ -154,6 +168,16 @@ impl CycleStatements {
         // where the answer reads it.
         let marked = marks::marked_sql(&lease);
         let event_and_answer = |kind: &str, detail: &str, record: bool, wake: bool| {
+            // A release that records nothing commits without waiting for its WAL flush
+            // (`set_config(…, true)`: this statement's transaction only) — see the module's
+            // doc for why a release lost in a crash is safe.
+            let (sc, reads_sc) = match (kind, record) {
+                ("released", false) => (
+                    ", sc AS (SELECT set_config('synchronous_commit', 'off', true) AS v)",
+                    " CROSS JOIN sc",
+                ),
+                _ => ("", ""),
+            };
             let insert = format!(
                 "INSERT INTO {history} (name, term, holder, event, at, actor, detail) \
                  SELECT a.name, a.term, $2, '{kind}', a.now, $5, {detail} FROM a"
@@ -173,7 +197,8 @@ impl CycleStatements {
                 (false, false) => (String::new(), ""),
             };
             format!(
-                "{h} SELECT TRUE AS wrote, {a_cols}, {} AS now_us, a.tli AS tli FROM a{reads_h} \
+                "{h}{sc} SELECT TRUE AS wrote, {a_cols}, {} AS now_us, a.tli AS tli \
+                 FROM a{reads_h}{reads_sc} \
                  UNION ALL \
                  SELECT FALSE AS wrote, {t_cols}, {} AS now_us, t.tli AS tli FROM t \
                  WHERE NOT EXISTS (SELECT 1 FROM a)",

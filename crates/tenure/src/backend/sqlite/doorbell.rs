@@ -9,6 +9,17 @@
 //! the ringer empties the file; a watcher that finds it shorter than it was wakes everyone
 //! ([`ANY`](crate::changes::ANY)), since it may have missed a name.
 //!
+//! It is rung only where someone could be waiting (as PostgreSQL's NOTIFY only where a
+//! waiting mark is held): a process whose store has subscribers (a lock waiting, an elector,
+//! a watch) holds a shared `flock` on `<file>-tenure-waiting`, taken inside
+//! [`Doorbell::subscribe`] — so before the subscriber's next campaign reads the lease — and
+//! a ringer first tries that file's exclusive lock without waiting: granted, nobody waits,
+//! and it lets go without ringing. A release that committed before a mark was taken was seen
+//! by the campaign that follows the subscription; a newly taken mark also wakes its
+//! subscriber once for any name, which then looks again. A mark is let go at the process's
+//! next ring after its last subscriber is gone (until then others ring for nothing, which
+//! costs only the ring).
+//!
 //! The bell only wakes; the database decides. A ring that is lost (the file removed, the watch
 //! limit reached, a file system without inotify, two rings racing a truncation) costs a
 //! follower one poll interval, never safety: it still campaigns on its renew interval.
@@ -24,6 +35,12 @@ pub(super) struct Doorbell {
     path: PathBuf,
     wake: broadcast::Sender<String>,
     _watcher: notify::RecommendedWatcher,
+    /// `<file>-tenure-waiting`: the ringer's probe (its exclusive lock, tried and let go).
+    probe: Mutex<std::fs::File>,
+    /// This process's waiting mark (a shared lock on its own open of the same file), while it
+    /// has subscribers.
+    mark: Mutex<Option<std::fs::File>>,
+    waiting_path: PathBuf,
 }
 
 /// How long the bell file may grow before a ringer empties it.
@@ -112,17 +129,44 @@ impl Doorbell {
                 }
             })?;
         watcher.watch(&path, RecursiveMode::NonRecursive)?;
+        let mut waiting = path.clone().into_os_string();
+        waiting.push("-waiting");
+        let waiting_path = PathBuf::from(waiting);
+        let probe = Mutex::new(open_waiting(&waiting_path)?);
         Ok(Doorbell {
             path,
             wake,
             _watcher: watcher,
+            probe,
+            mark: Mutex::new(None),
+            waiting_path,
         })
+    }
+
+    /// Whether some process holds a waiting mark (or it cannot tell: then yes). Lets go of
+    /// this process's own mark first if nobody here subscribes any more.
+    fn someone_waits(&self) -> bool {
+        use rustix::fs::{flock, FlockOperation};
+        if self.wake.receiver_count() == 0 {
+            self.mark.lock().unwrap_or_else(|e| e.into_inner()).take();
+        }
+        let probe = self.probe.lock().unwrap_or_else(|e| e.into_inner());
+        match flock(&*probe, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => {
+                let _ = flock(&*probe, FlockOperation::Unlock);
+                false
+            }
+            Err(_) => true,
+        }
     }
 
     /// Rings for `name` (empty: a write that names no lease): every store watching this database wakes the
     /// followers of `name`. Best effort: one small append (atomic with `O_APPEND`).
     pub(super) fn ring(&self, name: &str) {
         use std::io::Write;
+        if !self.someone_waits() {
+            return;
+        }
         let rung = std::fs::OpenOptions::new()
             .append(true)
             .open(&self.path)
@@ -138,9 +182,49 @@ impl Doorbell {
         }
     }
 
-    /// The wake-ups from now on.
+    /// The wake-ups from now on. Takes this process's waiting mark first if it holds none
+    /// (then the new subscriber is woken once for any name: a release may have come just
+    /// before the mark, unrung).
     pub(super) fn subscribe(&self) -> broadcast::Receiver<String> {
-        self.wake.subscribe()
+        let newly = {
+            let mut mark = self.mark.lock().unwrap_or_else(|e| e.into_inner());
+            let newly = mark.is_none();
+            if newly {
+                *mark = take_mark(&self.waiting_path);
+            }
+            newly
+        };
+        let receiver = self.wake.subscribe();
+        if newly {
+            let _ = self.wake.send(crate::changes::ANY.to_string());
+        }
+        receiver
+    }
+}
+
+fn open_waiting(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+}
+
+/// A shared lock on the waiting file on an open of its own; `None` (logged: then rings are
+/// sent only while another process waits) if it cannot be taken.
+fn take_mark(path: &Path) -> Option<std::fs::File> {
+    use rustix::fs::{flock, FlockOperation};
+    let taken = open_waiting(path).and_then(|file| {
+        flock(&file, FlockOperation::LockShared)
+            .map(|()| file)
+            .map_err(Into::into)
+    });
+    match taken {
+        Ok(file) => Some(file),
+        Err(e) => {
+            tracing::info!(path = %path.display(), error = %e, "no waiting mark on this SQLite file: rings may not reach this process");
+            None
+        }
     }
 }
 
@@ -164,6 +248,9 @@ mod tests {
         assert!(Arc::ptr_eq(&bell, &same), "one watch per file and process");
         let other = Doorbell::of(&dir.path().join("other.db")).expect("another bell");
         let (mut woken, mut elsewhere) = (same.subscribe(), other.subscribe());
+        // A new mark wakes its subscribers once for any name.
+        assert_eq!(woken.try_recv().unwrap(), ANY);
+        assert_eq!(elsewhere.try_recv().unwrap(), ANY);
         bell.ring("billing/leader");
         assert_eq!(next(&mut woken).await, "billing/leader");
         bell.ring("");
@@ -173,6 +260,39 @@ mod tests {
             elsewhere.try_recv().is_err(),
             "another file's bell stays quiet"
         );
+    }
+
+    #[tokio::test]
+    async fn a_bell_rings_only_while_someone_waits() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("quiet.db");
+        let bell = Doorbell::of(&db).expect("a bell");
+        bell.ring("nobody-waits");
+        assert_eq!(std::fs::metadata(&bell.path).unwrap().len(), 0, "not rung");
+        // A waiter in another process: its shared mark on its own open of the file.
+        let other = super::take_mark(&bell.waiting_path).expect("a mark");
+        bell.ring("someone-waits");
+        assert_eq!(
+            std::fs::read_to_string(&bell.path).unwrap(),
+            "someone-waits\n"
+        );
+        drop(other);
+        bell.ring("gone");
+        assert_eq!(
+            std::fs::read_to_string(&bell.path).unwrap(),
+            "someone-waits\n"
+        );
+        // A subscriber of this process marks it; once it is gone the mark goes at the next ring.
+        let rx = bell.subscribe();
+        bell.ring("here");
+        assert!(std::fs::read_to_string(&bell.path)
+            .unwrap()
+            .ends_with("here\n"));
+        drop(rx);
+        bell.ring("left");
+        assert!(!std::fs::read_to_string(&bell.path)
+            .unwrap()
+            .contains("left"));
     }
 
     #[test]
@@ -195,6 +315,7 @@ mod tests {
     fn a_ringer_empties_a_full_bell() {
         let dir = tempfile::tempdir().unwrap();
         let bell = Doorbell::of(&dir.path().join("full.db")).expect("a bell");
+        let _waiting = bell.subscribe();
         let name = "x".repeat(100);
         for _ in 0..700 {
             bell.ring(&name);
