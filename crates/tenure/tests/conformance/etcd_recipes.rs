@@ -220,3 +220,22 @@ pub(crate) async fn etcd_election_campaign_observe_and_resign(store: Store) {
     b.store().close().await;
     s.drop_tables().await;
 }
+
+/// A write through a store signals that store's own listeners at once on every backend that
+/// signals at all (its watch hub, its recipes' waiters): MySQL's named locks carry only leases
+/// across processes, so there the store echoes its own commits (other processes poll).
+pub(crate) async fn etcd_write_signals_its_own_store(store: Store) {
+    let s = Scoped::new(store).await;
+    if s.store().backend().subscribe().is_none() {
+        return; // no change signals here (a pooler without a notify URL, Galera): all poll
+    }
+    let mut changes = s.store().changes();
+    crate::etcd_support::put(&s.etcd, "signalled", "v").await;
+    timeout(
+        WAKE,
+        changes.changed(|t| t == tenure::Topic::Layer(tenure::etcd::TOPIC)),
+    )
+    .await
+    .expect("the write signalled its own store");
+    s.drop_tables().await;
+}

@@ -179,6 +179,7 @@ for_every_backend!([
     etcd_recipes::etcd_lock_holder_lease_end_wakes_the_next,
     etcd_recipes::etcd_lock_waiter_that_gives_up_leaves_no_key,
     etcd_recipes::etcd_election_campaign_observe_and_resign,
+    etcd_recipes::etcd_write_signals_its_own_store,
     etcd_model::etcd_matches_the_reference,
     etcd_overview::etcd_overview_shows_leases_and_recipe_owners,
     etcd_overview::etcd_overview_follows_the_database_clock,

@@ -97,6 +97,16 @@ impl Bells {
         self.wake.subscribe()
     }
 
+    /// Tells this store's own listeners of the topics its committed transaction signalled (a
+    /// layer's rows: etcd's writes): named locks carry only leases across processes, so other
+    /// processes hear of these at their poll, but this one need not wait for it (its etcd
+    /// watch hub, its lock recipes' waiters). A wake-up is a hint to read again, never the data.
+    pub(super) fn echo(&self, topics: &[String]) {
+        for topic in topics {
+            let _ = self.wake.send(topic.clone());
+        }
+    }
+
     /// Hears of a committed operation: a leader takes or gives back its bell, a follower that
     /// found the lease held waits on it.
     pub(super) fn applied(&self, name: &str, op: &Op, applied: &Applied) {

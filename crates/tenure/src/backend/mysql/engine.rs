@@ -222,4 +222,10 @@ impl Engine for MySql {
             bells.applied(name, op, applied);
         }
     }
+
+    fn committed(&self, topics: &[String]) {
+        if let Some(bells) = &self.bells {
+            bells.echo(topics);
+        }
+    }
 }

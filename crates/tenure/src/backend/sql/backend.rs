@@ -226,6 +226,7 @@ pub trait Engine: Sized + Send + Sync + 'static {
     /// A transaction that signalled `topics` (their wire form, see `Topic`) committed: an
     /// engine whose database cannot push tells the other processes here (SQLite rings its
     /// doorbell with each); the default does nothing (PostgreSQL's NOTIFY went with the
-    /// transaction; MySQL's listeners of a layer poll).
+    /// transaction). MySQL tells only this store's own listeners (other processes' listeners
+    /// of a layer poll).
     fn committed(&self, _topics: &[String]) {}
 }
