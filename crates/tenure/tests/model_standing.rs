@@ -316,6 +316,37 @@ fn model_matches(kind: BackendKind) {
         }
         Err(TestError::Abort(reason)) => panic!("{kind}: proptest aborted: {reason}"),
     }
+    // The random cases reach a step-down for a better candidate only now and then (a holder
+    // renewing beside a better rival that is live, settled and not backing off): one case that
+    // reaches it surely, checked against the model as every other, so that the coverage below
+    // never rests on chance.
+    let better = RivalSpec {
+        id: "rival-x",
+        priority: 3,
+        observer: false,
+        since_ms: -60_000,
+        seen_ms: 0,
+        alive_ms: 0,
+        ttl_ms: 30_000,
+        renew_ms: 10_000,
+        settle_ms: 0,
+        backoff_ms: None,
+    };
+    let campaign = |renew: bool, rivals: Vec<RivalSpec>| Step::Campaign {
+        candidate: "cand-a",
+        ttl_ms: 10_000,
+        renew,
+        priority: 0,
+        settle_ms: 0,
+        since_ms: -60_000,
+        backoff_ms: None,
+        chosen: false,
+        rivals,
+    };
+    let surely = [campaign(false, vec![]), campaign(true, vec![better])];
+    if let Err(e) = rt.block_on(run_case(&store, &surely, &seen)) {
+        panic!("{kind}: the backend disagrees with the model on the sure step-down: {e}");
+    }
     let seen = seen.into_inner().unwrap();
     eprintln!("{kind}: effects {seen:?}");
     // The rules were reached: a free lease held off (Unavailable while vacant is counted with
