@@ -101,26 +101,19 @@ impl Raw {
         connections: u32,
         names: &[String],
     ) -> Result<Raw, String> {
-        let pool = target
-            .raw_pool(connections)
-            .await
-            .map_err(|e| e.to_string())?;
         let t = format!("{}raw_lock", target.prefix);
-        pool.execute(&create(target.engine, &t))
-            .await
-            .map_err(|e| e.to_string())?;
-        for name in names {
-            pool.execute(&insert(target.engine, &t, name))
-                .await
-                .map_err(|e| e.to_string())?;
-        }
-        let (take, release) = statements(target.engine, &t);
-        Ok(Raw {
-            pool,
-            take,
-            release,
-            seed: false,
-        })
+        let e = target.engine;
+        let rows: Vec<String> = names.iter().map(|n| insert(e, &t, n)).collect();
+        let (take, release) = statements(e, &t);
+        Raw::open(
+            target,
+            connections,
+            &create(e, &t),
+            &rows,
+            (take, release),
+            false,
+        )
+        .await
     }
 
     /// Seed 004's lock (`crate::seeds::cluster_lock_statements`): its table and the rows
@@ -131,25 +124,45 @@ impl Raw {
         names: &[String],
     ) -> Result<Raw, String> {
         use crate::seeds::{cluster_lock_insert, cluster_lock_statements, cluster_lock_table};
+        let t = format!("{}cluster_lock", target.prefix);
+        let e = target.engine;
+        let rows: Vec<String> = names
+            .iter()
+            .map(|n| cluster_lock_insert(e, &t, n))
+            .collect();
+        let statements = cluster_lock_statements(e, &t);
+        Raw::open(
+            target,
+            connections,
+            &cluster_lock_table(e, &t),
+            &rows,
+            statements,
+            true,
+        )
+        .await
+    }
+
+    /// A pool of `connections` on which `table` was created and `rows` inserted.
+    async fn open(
+        target: &Target,
+        connections: u32,
+        table: &str,
+        rows: &[String],
+        (take, release): (String, String),
+        seed: bool,
+    ) -> Result<Raw, String> {
         let pool = target
             .raw_pool(connections)
             .await
             .map_err(|e| e.to_string())?;
-        let t = format!("{}cluster_lock", target.prefix);
-        pool.execute(&cluster_lock_table(target.engine, &t))
-            .await
-            .map_err(|e| e.to_string())?;
-        for name in names {
-            pool.execute(&cluster_lock_insert(target.engine, &t, name))
-                .await
-                .map_err(|e| e.to_string())?;
+        for sql in std::iter::once(table).chain(rows.iter().map(String::as_str)) {
+            pool.execute(sql).await.map_err(|e| e.to_string())?;
         }
-        let (take, release) = cluster_lock_statements(target.engine, &t);
         Ok(Raw {
             pool,
             take,
             release,
-            seed: true,
+            seed,
         })
     }
 
