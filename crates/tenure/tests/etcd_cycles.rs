@@ -15,10 +15,7 @@ use tenure::BackendKind;
 const CYCLES: u32 = 200;
 
 async fn measure(kind: BackendKind) {
-    let url = common::url_for(kind);
-    let prefix = format!("ec{}_", common::unique("").replace('-', "").to_lowercase());
-    let Some(store) = common::connect(kind, &url, common::options().table_prefix(prefix)).await
-    else {
+    let Some(store) = common::store_of_its_own(kind, "ec").await else {
         return;
     };
     let etcd = Etcd::new(store);

@@ -211,9 +211,11 @@ impl Body for Run<'_> {
     }
 }
 
-/// A write of keys: the revision locked first, moved by what was written.
+/// A write of keys: the revision locked first, moved by what was written. It is moved by one
+/// as it is locked (the common case, in one statement where the engine allows), and set again
+/// at the end only when the write changed nothing (back) or wrote several revisions (a reap).
 async fn write_keys(tx: &mut EtcdTx<'_>, call: Call<'_>) -> Result<Reply> {
-    let base = tx.lock_revision().await?;
+    let base = tx.bump_revision().await? - 1;
     // The clock, after the lock (and checking that the server takes writes).
     let now = tx.now().await?;
     let mut w = Writing::at(base);
@@ -238,8 +240,10 @@ async fn write_keys(tx: &mut EtcdTx<'_>, call: Call<'_>) -> Result<Reply> {
         _ => unreachable!("a write of keys"),
     };
     let revision = w.seen();
-    if revision > base {
+    if revision != base + 1 {
         tx.set_revision(revision).await?;
+    }
+    if revision > base {
         tx.notify().await?;
     }
     Ok(reply)

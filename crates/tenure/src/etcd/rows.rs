@@ -10,6 +10,7 @@ use crate::backend::tx::int::{bigint, bits, from_bits};
 use crate::backend::tx::{Arg, Row, Topic, Tx};
 use crate::error::Result;
 use crate::model::DbTime;
+use std::collections::HashMap;
 
 /// A lease row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,10 +33,17 @@ pub(crate) struct MemberRow {
 }
 
 /// The etcd rows of one transaction. A writer takes the revision first
-/// ([`lock_revision`](EtcdTx::lock_revision)), which serializes every writer of keys.
+/// ([`bump_revision`](EtcdTx::bump_revision)), which serializes every writer of keys.
+///
+/// It remembers the single keys it read or wrote ([`kv`](EtcdTx::kv), a one-key
+/// [`kvs`](EtcdTx::kvs)): a Txn's compare, its Put's check and the Put itself read a key once.
+/// Every write of a key goes through it ([`write_kv`](EtcdTx::write_kv),
+/// [`delete_kv`](EtcdTx::delete_kv)), and a writer holds the revision, which every other
+/// writer of keys takes first, so what it remembers is what the database holds for it.
 pub(crate) struct EtcdTx<'t> {
     pub(super) tx: &'t mut dyn Tx,
     pub(super) s: &'t Statements,
+    known: HashMap<Vec<u8>, Option<KeyValue>>,
 }
 
 fn kv_row(row: &dyn Row) -> Result<KeyValue> {
@@ -141,7 +149,11 @@ const FIRST_REVISION: i64 = 1;
 
 impl<'t> EtcdTx<'t> {
     pub(crate) fn new(tx: &'t mut dyn Tx, s: &'t Statements) -> EtcdTx<'t> {
-        EtcdTx { tx, s }
+        EtcdTx {
+            tx,
+            s,
+            known: HashMap::new(),
+        }
     }
 
     /// The database's clock, read once per transaction (after the revision's lock, for
@@ -150,9 +162,11 @@ impl<'t> EtcdTx<'t> {
         self.tx.now().await
     }
 
-    /// Locks the revision until the end of the transaction and reads it (1 if new).
-    pub(crate) async fn lock_revision(&mut self) -> Result<i64> {
-        Ok(revision(self.s.revision.lock(self.tx).await?)? + FIRST_REVISION)
+    /// Locks the revision until the end of the transaction and moves it by one (in one
+    /// statement where the engine has `UPDATE … RETURNING`): the revision this transaction
+    /// writes at, one above the one it found.
+    pub(crate) async fn bump_revision(&mut self) -> Result<i64> {
+        Ok(revision(self.s.revision.next(self.tx).await?)? + FIRST_REVISION)
     }
 
     /// Reads the revision without a lock.
@@ -191,6 +205,13 @@ impl<'t> EtcdTx<'t> {
 
     /// The keys of `span` as they are, in key order, at most `limit`.
     pub(crate) async fn kvs(&mut self, span: &Span, limit: Option<usize>) -> Result<Vec<KeyValue>> {
+        let one = match span {
+            Span::One(key) if limit != Some(0) => Some(key),
+            _ => None,
+        };
+        if let Some(known) = one.and_then(|key| self.known.get(key)) {
+            return Ok(known.iter().cloned().collect());
+        }
         let Some((sql, args)) = self.s.kvs.pick(span) else {
             return Ok(Vec::new());
         };
@@ -198,7 +219,11 @@ impl<'t> EtcdTx<'t> {
             Some(n) => self.tx.fetch(&format!("{sql} LIMIT {n}"), &args).await?,
             None => self.tx.fetch(sql, &args).await?,
         };
-        all(&rows, kv_row)
+        let kvs = all(&rows, kv_row)?;
+        if let Some(key) = one {
+            self.known.insert(key.clone(), kvs.first().cloned());
+        }
+        Ok(kvs)
     }
 
     /// One key as it is.
@@ -233,20 +258,29 @@ impl<'t> EtcdTx<'t> {
             Arg::Int(kv.version),
             Arg::Int(kv.lease),
         ];
+        // Forgotten first: a statement that fails leaves the key unknown, not wrong.
+        self.known.remove(&kv.key);
         if existed {
             let mut args = vec![value];
             args.extend(numbers);
             args.push(key);
-            self.tx.execute(&self.s.update_kv, &args).await
+            self.tx.execute(&self.s.update_kv, &args).await?;
         } else {
             let mut args = vec![key, value];
             args.extend(numbers);
-            self.tx.execute(&self.s.insert_kv, &args).await
+            self.tx.execute(&self.s.insert_kv, &args).await?;
         }
+        self.known.insert(kv.key.clone(), Some(kv.clone()));
+        Ok(())
     }
 
     pub(crate) async fn delete_kv(&mut self, key: &[u8]) -> Result<()> {
-        self.tx.execute(&self.s.delete_kv, &[Arg::Bytes(key)]).await
+        self.known.remove(key);
+        self.tx
+            .execute(&self.s.delete_kv, &[Arg::Bytes(key)])
+            .await?;
+        self.known.insert(key.to_vec(), None);
+        Ok(())
     }
 
     /// Appends `event` (its revision is its key's `mod_revision`) as the `seq`-th change of its

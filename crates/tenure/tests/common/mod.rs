@@ -1,9 +1,11 @@
 //! The one support module of the library's integration tests (`mod common;` in each test
 //! binary): one store per backend, skipping (or, under `CI=true`, failing) when a server is
-//! not reachable; `memory`: the in-memory backend of the timing and simulation tests.
+//! not reachable; `memory`: the in-memory backend of the timing and simulation tests;
+//! `statements`: sqlx's statements counted, for the tests of what an operation costs.
 #![allow(dead_code)]
 
 pub(crate) mod memory;
+pub(crate) mod statements;
 
 use rand::distributions::{Alphanumeric, DistString};
 use std::time::Duration;
@@ -186,4 +188,12 @@ pub(crate) async fn raw_count(store: &Store, sql: &str) -> i64 {
         }
         other => panic!("no SQL on {other}"),
     }
+}
+
+/// A store of `kind` on tables of their own (a prefix made of `tag` and a unique part);
+/// `None` where `kind`'s server is not reachable outside CI.
+pub(crate) async fn store_of_its_own(kind: BackendKind, tag: &str) -> Option<Store> {
+    let url = url_for(kind);
+    let prefix = format!("{tag}{}_", unique("").replace('-', "").to_lowercase());
+    connect(kind, &url, options().table_prefix(prefix)).await
 }

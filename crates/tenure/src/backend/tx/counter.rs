@@ -30,6 +30,8 @@ pub struct Counter {
     read: String,
     insert: String,
     set: String,
+    /// Adds one and answers the new value in one statement, where `UPDATE … RETURNING` exists.
+    bump: Option<String>,
 }
 
 impl Counter {
@@ -47,6 +49,9 @@ impl Counter {
             read: format!("SELECT idx FROM {name} WHERE id = {id}"),
             insert: format!("INSERT INTO {name} (id, idx) VALUES ({id}, 0)"),
             set: format!("UPDATE {name} SET idx = {} WHERE id = {id}", (d.param)(1)),
+            bump: d
+                .update_returning
+                .then(|| format!("UPDATE {name} SET idx = idx + 1 WHERE id = {id} RETURNING idx")),
             table: name,
         }
     }
@@ -93,6 +98,13 @@ impl Counter {
     /// # Errors
     /// As [`lock`](Counter::lock) and [`set`](Counter::set).
     pub async fn next(&self, tx: &mut dyn Tx) -> Result<u64> {
+        if let Some(bump) = &self.bump {
+            // The row's lock and its new value in one round trip (none the first time: the
+            // row is created below).
+            if let Some(row) = tx.fetch(bump, &[]).await?.first() {
+                return unsigned(&self.table, "index", row.int("idx")?);
+            }
+        }
         let next = self.lock(tx).await? + 1;
         self.set(tx, next).await?;
         Ok(next)
