@@ -14,8 +14,7 @@ use super::super::rules::span::prefix_end;
 use super::super::Etcd;
 use super::cleanup::{created_at, delete_if_created_at, Cleanup};
 use super::lock::{get, read};
-use super::wait::{prefix_of, waiter_key};
-use crate::changes::Changes;
+use super::wait::{prefix_of, waiter_key, Waiting};
 use std::collections::VecDeque;
 
 fn put(key: &[u8], value: &[u8], lease: i64) -> RequestOp {
@@ -153,7 +152,7 @@ impl Etcd {
             prefix: prefix_of(&r.name),
             state: State::Looking,
             pending: VecDeque::new(),
-            changes: self.store.changes(),
+            waiting: self.waiting(),
         }
     }
 }
@@ -177,7 +176,7 @@ pub struct Observer {
     prefix: Vec<u8>,
     state: State,
     pending: VecDeque<LeaderResponse>,
-    changes: Changes,
+    waiting: Waiting,
 }
 
 /// How many events one read of the log takes at most.
@@ -248,7 +247,7 @@ impl Observer {
                         self.state = State::Waiting {
                             from: run.through + 1,
                         };
-                        self.etcd.pause(&mut self.changes).await?;
+                        self.etcd.pause(&mut self.waiting).await?;
                     }
                 }
                 State::Following { key, from } => {
@@ -283,7 +282,7 @@ impl Observer {
                             from: run.through + 1,
                         };
                         if self.pending.is_empty() {
-                            self.etcd.pause(&mut self.changes).await?;
+                            self.etcd.pause(&mut self.waiting).await?;
                         }
                     }
                 }

@@ -1,7 +1,8 @@
 //! How the recipes wait for a key to go (etcd's `waitDelete` and `waitDeletes`): they follow
 //! the log from a revision on, woken by the layer's change signals (PostgreSQL's NOTIFY,
 //! SQLite's doorbell) or, where there are none (MySQL, a pooler without a notify URL), by the
-//! handle's poll interval; and as they wait they reap leases that have ended, so that a
+//! handle's poll interval; and as they wait they reap leases that have ended (when a poll
+//! interval passes without a signal, and at most once per interval otherwise), so that a
 //! holder whose lease ran out lets the next one in even where no server reaps.
 
 use super::super::error::{Error, Result};
@@ -11,6 +12,7 @@ use super::super::proto::mvccpb::event::EventType;
 use super::super::rules::span::prefix_end;
 use super::super::{Etcd, TOPIC};
 use crate::changes::{Changes, Topic};
+use tokio::time::Instant;
 
 /// How many ended leases one wake-up reaps at most.
 const REAP_BATCH: u32 = 100;
@@ -60,7 +62,7 @@ impl Etcd {
     /// Waits until `key` is deleted at revision `from` or later (etcd's `waitDelete`). If the
     /// log was compacted past `from` meanwhile it returns, and the caller looks again.
     async fn wait_delete(&self, key: &[u8], mut from: i64) -> Result<()> {
-        let mut changes = self.store.changes();
+        let mut waiting = self.waiting();
         loop {
             match self.events(from, key, b"", EVENTS_BATCH).await {
                 Ok(run) => {
@@ -76,23 +78,43 @@ impl Etcd {
                 Err(Error::Compacted { .. }) => return Ok(()),
                 Err(e) => return Err(e),
             }
-            self.pause(&mut changes).await?;
+            self.pause(&mut waiting).await?;
         }
     }
 
-    /// Waits for a change signal of the layer, or the poll interval, then reaps leases that
-    /// have ended.
+    /// What a recipe keeps between its pauses, from now on.
+    pub(super) fn waiting(&self) -> Waiting {
+        Waiting {
+            changes: self.store.changes(),
+            reaped: Instant::now(),
+        }
+    }
+
+    /// Waits for a change signal of the layer, or the poll interval. Leases that have ended
+    /// are reaped when the poll interval passed without a signal, and at most once per poll
+    /// interval under a stream of signals: a signal (the handoff's, a deleted key) is answered
+    /// without a reap before it.
     ///
     /// # Cancel safety
     /// Cancel safe.
-    pub(super) async fn pause(&self, changes: &mut Changes) -> Result<()> {
-        tokio::select! {
-            () = changes.changed(|t| t == Topic::Layer(TOPIC)) => {}
-            () = tokio::time::sleep(self.poll) => {}
+    pub(super) async fn pause(&self, waiting: &mut Waiting) -> Result<()> {
+        let signalled = tokio::select! {
+            () = waiting.changes.changed(|t| t == Topic::Layer(TOPIC)) => true,
+            () = tokio::time::sleep(self.poll) => false,
+        };
+        if !signalled || waiting.reaped.elapsed() >= self.poll {
+            self.reap(REAP_BATCH).await?;
+            waiting.reaped = Instant::now();
         }
-        self.reap(REAP_BATCH).await?;
         Ok(())
     }
+}
+
+/// A waiting recipe's change signals, and when it last reaped ended leases.
+#[derive(Debug)]
+pub(super) struct Waiting {
+    changes: Changes,
+    reaped: Instant,
 }
 
 /// `prefix` followed by the lease's id in hex, as etcd's recipes name a waiter's key (Go's
