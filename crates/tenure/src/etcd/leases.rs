@@ -83,10 +83,12 @@ pub(super) async fn keep_alive(
     revision: i64,
 ) -> Result<Vec<LeaseKeepAliveResponse>> {
     let rows = tx.renew_leases(ids, now).await?;
+    let by_id: std::collections::HashMap<i64, &LeaseRow> =
+        rows.iter().map(|row| (row.id, row)).collect();
     Ok(ids
         .iter()
         .map(|id| {
-            let row = rows.iter().find(|row| row.id == *id);
+            let row = by_id.get(id).copied();
             LeaseKeepAliveResponse {
                 header: header(revision),
                 id: *id,
