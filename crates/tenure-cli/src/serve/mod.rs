@@ -141,6 +141,22 @@ const ROOMS: &[&str] = &[
     consul::OPENAPI,
 ];
 
+/// `listener` with Nagle's algorithm off on every connection it accepts (`TCP_NODELAY`):
+/// an answer written in several pieces (an HTTP/2 response's headers, data and trailers; a
+/// streamed event) leaves at once, instead of waiting for the client's delayed ACK (40 ms on
+/// Linux), as etcd's and Consul's servers (Go sets it on every TCP connection) answer.
+pub(crate) fn without_delay(
+    listener: TcpListener,
+) -> axum::serve::TapIo<TcpListener, fn(&mut tokio::net::TcpStream)> {
+    use axum::serve::ListenerExt;
+    fn no_delay(stream: &mut tokio::net::TcpStream) {
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "TCP_NODELAY not set on a connection");
+        }
+    }
+    listener.tap_io(no_delay as fn(&mut tokio::net::TcpStream))
+}
+
 /// Runs `app(state)` on `listener` until `shutdown` completes; then blocking queries answer at
 /// once and the server stops after the requests in flight.
 ///
@@ -153,7 +169,7 @@ pub(crate) async fn serve(
 ) -> std::io::Result<()> {
     let watcher = state.watcher().clone();
     let service = app(state).into_make_service_with_connect_info::<SocketAddr>();
-    axum::serve(listener, service)
+    axum::serve(without_delay(listener), service)
         .with_graceful_shutdown(async move {
             shutdown.await;
             watcher.stop();

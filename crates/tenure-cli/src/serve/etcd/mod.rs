@@ -307,7 +307,7 @@ pub(crate) async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = app(&room);
-    axum::serve(listener, app)
+    axum::serve(super::without_delay(listener), app)
         .with_graceful_shutdown(async move {
             shutdown.await;
             room.stop();
