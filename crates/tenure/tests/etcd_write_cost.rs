@@ -3,7 +3,9 @@
 //! does not exist, then a DeleteRange of it. Each write takes the revision and moves it in one
 //! statement where the engine has `UPDATE … RETURNING` (PostgreSQL, SQLite), reads the clock,
 //! reads a key once however many of the Txn's parts ask about it, writes the key and its log
-//! row, and signals its topic (a statement on PostgreSQL). Counted as sqlx logs them (its
+//! row, and signals its topic (a statement on PostgreSQL); a batch of keep-alives is one
+//! `UPDATE … RETURNING` that reads the database's clock itself, where the engine has it.
+//! Counted as sqlx logs them (its
 //! `sqlx::query` events; `COMMIT` on PostgreSQL and `BEGIN`/`COMMIT` on MariaDB count too), in
 //! one test so that no other test's statements run in this process meanwhile.
 
@@ -118,5 +120,46 @@ async fn an_etcd_lock_cycle_reads_each_key_once_and_moves_the_revision_in_one_st
             bound(kind),
             count.last()
         );
+
+        // Keep-alives of 100 leases (and one that does not exist) in one call.
+        let mut ids = Vec::new();
+        for _ in 0..100 {
+            let granted = etcd.lease_grant(&LeaseGrantRequest { ttl: 60, id: 0 });
+            ids.push(granted.await.unwrap().id);
+        }
+        ids.push(lease + 1_000_000);
+        let before = count.now();
+        count.clear();
+        let answers = etcd.lease_keep_alive_many(&ids).await.unwrap();
+        let spent = count.now() - before;
+        eprintln!("{kind}: {spent} statements for keep-alives of 101 leases");
+        assert_eq!(answers.len(), 101);
+        assert!(answers[..100].iter().all(|a| a.ttl == 60), "{answers:?}");
+        assert_eq!(answers[100].ttl, 0, "an unknown lease answers TTL 0");
+        assert!(
+            answers
+                .iter()
+                .all(|a| a.header.as_ref().unwrap().revision > 1),
+            "the header carries the revision: {answers:?}"
+        );
+        assert!(
+            spent <= keep_alive_bound(kind),
+            "{kind}: {spent} statements for one batch of keep-alives, more than {}: {:#?}",
+            keep_alive_bound(kind),
+            count.last()
+        );
+    }
+}
+
+/// The most statements one batch of keep-alives may send on `kind`.
+fn keep_alive_bound(kind: BackendKind) -> u64 {
+    match kind {
+        // One UPDATE … RETURNING that reads the clock and the revision, and COMMIT (sqlx logs
+        // no BEGIN on PostgreSQL).
+        BackendKind::Postgres => 2,
+        // The UPDATE … RETURNING alone (BEGIN and COMMIT are not logged).
+        BackendKind::Sqlite => 1,
+        // BEGIN, the clock, the revision, the UPDATE, the rows read back, COMMIT.
+        _ => 6,
     }
 }

@@ -309,11 +309,7 @@ async fn other(tx: &mut EtcdTx<'_>, call: Call<'_>) -> Result<Reply> {
             let now = tx.now().await?;
             Reply::Grant(leases::grant(tx, id, ttl, now).await?)
         }
-        Call::KeepAlive(ids) => {
-            let now = tx.now().await?;
-            let revision = tx.read_revision().await?;
-            Reply::KeepAlive(leases::keep_alive(tx, ids, now, revision).await?)
-        }
+        Call::KeepAlive(ids) => Reply::KeepAlive(leases::keep_alive(tx, ids).await?),
         Call::TimeToLive(r) => {
             let now = tx.now().await?;
             let revision = tx.read_revision().await?;

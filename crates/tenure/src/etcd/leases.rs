@@ -74,26 +74,39 @@ async fn end(tx: &mut EtcdTx<'_>, w: &mut Writing, id: i64) -> Result<()> {
     Ok(())
 }
 
-/// Keeps `ids` alive at `now`: each that lives ends its full TTL from now (its TTL in the
-/// answer); one that does not exist or has ended answers TTL 0. `revision` is the header's.
+/// Renews each of `ids` that lives, by the database's clock, to its TTL from now: one
+/// statement where the engine has `UPDATE … RETURNING` (the statement reads the clock), else
+/// the clock, the revision, an update and a read. A lease that does not exist or has ended
+/// answers TTL 0.
 pub(super) async fn keep_alive(
     tx: &mut EtcdTx<'_>,
     ids: &[i64],
-    now: DbTime,
-    revision: i64,
 ) -> Result<Vec<LeaseKeepAliveResponse>> {
-    let rows = tx.renew_leases(ids, now).await?;
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let (renewed, revision) = match tx.renew_leases_now(ids).await? {
+        Some((rows, Some(revision))) => (rows, revision),
+        Some((rows, None)) => (rows, tx.read_revision().await?),
+        None => {
+            let now = tx.now().await?;
+            let revision = tx.read_revision().await?;
+            let rows = tx.renew_leases(ids, now).await?;
+            let live: Vec<LeaseRow> = rows
+                .into_iter()
+                .filter(|r| live(r.expires_at, now))
+                .collect();
+            (live, revision)
+        }
+    };
     let by_id: std::collections::HashMap<i64, &LeaseRow> =
-        rows.iter().map(|row| (row.id, row)).collect();
+        renewed.iter().map(|row| (row.id, row)).collect();
     Ok(ids
         .iter()
-        .map(|id| {
-            let row = by_id.get(id).copied();
-            LeaseKeepAliveResponse {
-                header: header(revision),
-                id: *id,
-                ttl: row.filter(|r| live(r.expires_at, now)).map_or(0, |r| r.ttl),
-            }
+        .map(|id| LeaseKeepAliveResponse {
+            header: header(revision),
+            id: *id,
+            ttl: by_id.get(id).map_or(0, |r| r.ttl),
         })
         .collect())
 }

@@ -6,7 +6,7 @@ use super::proto::mvccpb::event::EventType;
 use super::proto::mvccpb::{Event, KeyValue};
 use super::rules::span::Span;
 use super::statements::Statements;
-use crate::backend::tx::int::{bigint, bits, from_bits};
+use crate::backend::tx::int::{bigint, bits, from_bits, unsigned};
 use crate::backend::tx::{Arg, Row, Topic, Tx};
 use crate::error::Result;
 use crate::model::DbTime;
@@ -405,6 +405,32 @@ impl<'t> EtcdTx<'t> {
         let read = format!("{}{}", self.s.leases_by_id, self.s.in_list(1, ids.len()));
         let rows = self.tx.fetch(&read, &args[2..]).await?;
         all(&rows, lease_row)
+    }
+
+    /// Renews each of `ids` that lives at the database's now to now plus its TTL, in one
+    /// statement that reads the clock itself; the rows renewed and the revision (`None` for
+    /// the revision when none was renewed). `None` where the engine has no `UPDATE …
+    /// RETURNING` ([`renew_leases`](EtcdTx::renew_leases) does it there).
+    pub(crate) async fn renew_leases_now(
+        &mut self,
+        ids: &[i64],
+    ) -> Result<Option<(Vec<LeaseRow>, Option<i64>)>> {
+        let Some(renew) = &self.s.renew_leases_now else {
+            return Ok(None);
+        };
+        let sql = format!("{renew}{}{}", self.s.in_list(1, ids.len()), self.s.renewed);
+        let args: Vec<Arg<'_>> = ids.iter().map(|id| Arg::Int(*id)).collect();
+        let rows = self.tx.fetch(&sql, &args).await?;
+        let revision = match rows.first() {
+            // No counter row yet (nothing written): the first revision.
+            Some(row) => {
+                let stored = row.opt_int("revision_idx")?.unwrap_or(0);
+                let stored = unsigned("etcd_revision", "revision", stored)?;
+                Some(revision(stored)? + FIRST_REVISION)
+            }
+            None => None,
+        };
+        Ok(Some((all(&rows, lease_row)?, revision)))
     }
 
     /// The members that live at `now`, by id.

@@ -75,6 +75,12 @@ pub(crate) struct Statements {
     pub(super) renew_leases: String,
     /// Leases by id (`IN (…)` is appended).
     pub(super) leases_by_id: String,
+    /// Where `UPDATE … RETURNING` exists: renews the leases that live at the database's now
+    /// to now plus their TTL, and answers the rows renewed with the revision (`IN (…)` and
+    /// [`renewed`](Statements::renewed) are appended) — a keep-alive in one statement.
+    pub(super) renew_leases_now: Option<String>,
+    /// The `RETURNING` of [`renew_leases_now`](Statements::renew_leases_now).
+    pub(super) renewed: String,
     pub(super) members_live: String,
     pub(super) member: String,
     pub(super) insert_member: String,
@@ -190,6 +196,19 @@ impl Statements {
                 at(2)
             ),
             leases_by_id: format!("{lease_columns} WHERE id"),
+            renew_leases_now: d.update_returning.then(|| {
+                format!(
+                    "UPDATE {lease} SET expires_at = {} WHERE expires_at > {} AND id",
+                    (d.from_us)(&format!("({} + ttl_s * 1000000)", d.now_us)),
+                    (d.from_us)(d.now_us)
+                )
+            }),
+            renewed: format!(
+                " RETURNING id, ttl_s, {} AS granted_us, {} AS expires_us, \
+                 (SELECT idx FROM {revision} WHERE id = 1) AS revision_idx",
+                (d.to_us)("granted_at"),
+                (d.to_us)("expires_at")
+            ),
             members_live: format!("{member_columns} WHERE expires_at > {}", at(1)),
             member: format!("{member_columns} WHERE id = {}", p(1)),
             insert_member: format!(
