@@ -5,6 +5,8 @@
 //! - `etcdctl`: Debian's etcdctl 3.4 — put/get/del, txn, lease, watch, lock, elect, members;
 //! - `gateway`: etcd's JSON gateway as Patroni's `etcd3` DCS and curl use it;
 //! - `python`: Debian's python3-etcd3 (under /usr/bin/python3);
+//! - `go`: Go's clientv3 and its `concurrency` package (Mutex, Election, Session), from
+//!   Debian's golang-etcd-server-dev 3.4, built by the test with Debian's Go;
 //! - `auth`: etcdctl and the gateway with authentication on (tenure's `--token-file`).
 //!
 //! `etcd::NAME` runs a scenario on the real etcd alone; `sqlite::NAME` … compare.
@@ -18,5 +20,7 @@ mod auth;
 mod etcdctl;
 #[path = "etcd/gateway.rs"]
 mod gateway;
+#[path = "etcd/go.rs"]
+mod go;
 #[path = "etcd/python.rs"]
 mod python;

@@ -1,0 +1,70 @@
+//! Go's clientv3 and its `concurrency` package (Mutex, Election, Session) against both sides:
+//! `tests/etcd/go_check/main.go`, built once per test process from Debian's
+//! golang-etcd-server-dev 3.4 with Debian's Go (`GO111MODULE=off`,
+//! `GOPATH=/usr/share/gocode`, `GOPROXY=off`: nothing is fetched), prints what it sees.
+
+use crate::side_by_side;
+use crate::support::etcd::*;
+use crate::support::Background;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+side_by_side!(go_concurrency);
+
+/// Where Debian's golang-etcd-server-dev puts etcd's Go packages.
+const GOPATH: &str = "/usr/share/gocode";
+
+/// The built program (built by the first test that needs it).
+fn program() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/etcd/go_check");
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("etcd-go-check");
+        std::fs::create_dir_all(&out).expect("a directory for the Go program");
+        let binary = out.join(format!("go_check-{}", std::process::id()));
+        let mut build = Command::new("go");
+        build
+            .current_dir(&source)
+            .env("GO111MODULE", "off")
+            .env("GOPATH", GOPATH)
+            .env("GOPROXY", "off")
+            .env("GOFLAGS", "")
+            .env("GOCACHE", out.join("cache"))
+            .arg("build")
+            .arg("-o")
+            .arg(&binary)
+            .arg(".");
+        let (code, lines, stderr) =
+            Background::spawn(&mut build).complete(Duration::from_secs(600));
+        assert_eq!(
+            code,
+            Some(0),
+            "go build of {} failed (needs Debian's golang-go and golang-etcd-server-dev, which \
+             .ci/run installs):\n{}\n{stderr}",
+            source.display(),
+            lines.join("\n")
+        );
+        binary
+    })
+}
+
+fn go_concurrency(target: &Target) -> Transcript {
+    let mut command = Command::new(program());
+    command.arg(target.addr.to_string());
+    let (code, lines, stderr) = Background::spawn(&mut command).complete(Duration::from_secs(300));
+    assert_eq!(
+        code,
+        Some(0),
+        "go_check failed against {}:\n{}\n{stderr}\n--- its log\n{}",
+        target.label,
+        lines.join("\n"),
+        target.log()
+    );
+    let mut t = Transcript::new();
+    for line in lines {
+        t.record("go", line);
+    }
+    t
+}
