@@ -200,7 +200,8 @@ pub(crate) async fn crowd(
         candidates,
         ttl_s: ttl.as_secs_f64(),
         window_s,
-        calls_per_s: counts.applies as f64 / window_s,
+        // Campaigns and ticks are the layers' transactions (`transaction`), the rest `apply`.
+        calls_per_s: (counts.applies + counts.transactions) as f64 / window_s,
         server_per_s: server
             .values
             .into_iter()
