@@ -210,33 +210,65 @@ pub(crate) async fn counters(pool: &Pool, table: &str) -> Counters {
     Counters { values }
 }
 
-/// Drops every table of this run (tenure's and the baselines').
+/// Drops every table of this run (tenure's, its layers' and the baselines': every table whose
+/// name begins with the run's prefix) and, on MySQL, its procedures.
 pub(crate) async fn drop_tables(target: &Target) {
     let Ok(pool) = target.raw_pool(1).await else {
         return;
     };
     let p = &target.prefix;
-    for table in [
-        "consul_kv",
-        "consul_session",
-        "consul_index",
-        "history",
-        "tick",
-        "candidate",
-        "schema",
-        "epoch",
-        "lease",
-        "raw_lock",
-        "service_election",
-    ] {
+    let len = i64::try_from(p.len()).unwrap_or(i64::MAX);
+    let tables: Vec<String> = match &pool {
+        Pool::Pg(pg) => sqlx::query_scalar(
+            "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema() \
+             AND left(tablename, $1::int) = $2",
+        )
+        .bind(len)
+        .bind(p)
+        .fetch_all(pg)
+        .await
+        .unwrap_or_default(),
+        Pool::My(my) => sqlx::query_scalar(
+            "SELECT CAST(table_name AS CHAR) FROM information_schema.tables \
+             WHERE table_schema = DATABASE() AND LEFT(table_name, ?) = ?",
+        )
+        .bind(len)
+        .bind(p)
+        .fetch_all(my)
+        .await
+        .unwrap_or_default(),
+        Pool::Lite(lite) => sqlx::query_scalar(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND substr(name, 1, ?) = ?",
+        )
+        .bind(len)
+        .bind(p)
+        .fetch_all(lite)
+        .await
+        .unwrap_or_default(),
+    };
+    let cascade = if target.engine == Engine::Postgres {
+        " CASCADE"
+    } else {
+        ""
+    };
+    for table in tables {
         let _ = pool
-            .execute(&format!("DROP TABLE IF EXISTS {p}{table}"))
+            .execute(&format!("DROP TABLE IF EXISTS {table}{cascade}"))
             .await;
     }
-    if target.engine == Engine::MySql {
-        for routine in ["lock_acquire_v1", "lock_release_v1"] {
+    if let Pool::My(my) = &pool {
+        let routines: Vec<String> = sqlx::query_scalar(
+            "SELECT CAST(routine_name AS CHAR) FROM information_schema.routines \
+             WHERE routine_schema = DATABASE() AND LEFT(routine_name, ?) = ?",
+        )
+        .bind(len)
+        .bind(p)
+        .fetch_all(my)
+        .await
+        .unwrap_or_default();
+        for routine in routines {
             let _ = pool
-                .execute(&format!("DROP PROCEDURE IF EXISTS {p}{routine}"))
+                .execute(&format!("DROP PROCEDURE IF EXISTS {routine}"))
                 .await;
         }
     }
