@@ -216,63 +216,45 @@ pub(crate) async fn drop_tables(target: &Target) {
     let Ok(pool) = target.raw_pool(1).await else {
         return;
     };
-    let p = &target.prefix;
-    let len = i64::try_from(p.len()).unwrap_or(i64::MAX);
-    let tables: Vec<String> = match &pool {
-        Pool::Pg(pg) => sqlx::query_scalar(
+    let (tables, cascade) = match target.engine {
+        Engine::Postgres => (
             "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema() \
              AND left(tablename, $1::int) = $2",
-        )
-        .bind(len)
-        .bind(p)
-        .fetch_all(pg)
-        .await
-        .unwrap_or_default(),
-        Pool::My(my) => sqlx::query_scalar(
+            " CASCADE",
+        ),
+        Engine::MySql => (
             "SELECT CAST(table_name AS CHAR) FROM information_schema.tables \
              WHERE table_schema = DATABASE() AND LEFT(table_name, ?) = ?",
-        )
-        .bind(len)
-        .bind(p)
-        .fetch_all(my)
-        .await
-        .unwrap_or_default(),
-        Pool::Lite(lite) => sqlx::query_scalar(
+            "",
+        ),
+        Engine::Sqlite => (
             "SELECT name FROM sqlite_master WHERE type = 'table' AND substr(name, 1, ?) = ?",
-        )
-        .bind(len)
-        .bind(p)
-        .fetch_all(lite)
-        .await
-        .unwrap_or_default(),
+            "",
+        ),
     };
-    let cascade = if target.engine == Engine::Postgres {
-        " CASCADE"
-    } else {
-        ""
-    };
-    for table in tables {
+    for table in prefixed(&pool, tables, &target.prefix).await {
         let _ = pool
             .execute(&format!("DROP TABLE IF EXISTS {table}{cascade}"))
             .await;
     }
-    if let Pool::My(my) = &pool {
-        let routines: Vec<String> = sqlx::query_scalar(
-            "SELECT CAST(routine_name AS CHAR) FROM information_schema.routines \
-             WHERE routine_schema = DATABASE() AND LEFT(routine_name, ?) = ?",
-        )
-        .bind(len)
-        .bind(p)
-        .fetch_all(my)
-        .await
-        .unwrap_or_default();
-        for routine in routines {
+    if target.engine == Engine::MySql {
+        let routines = "SELECT CAST(routine_name AS CHAR) FROM information_schema.routines \
+                        WHERE routine_schema = DATABASE() AND LEFT(routine_name, ?) = ?";
+        for routine in prefixed(&pool, routines, &target.prefix).await {
             let _ = pool
                 .execute(&format!("DROP PROCEDURE IF EXISTS {routine}"))
                 .await;
         }
     }
     pool.close().await;
+}
+
+/// The names a catalog query `sql` answers for `prefix` (its parameters: the prefix's length,
+/// the prefix); none if it fails.
+async fn prefixed(pool: &Pool, sql: &str, prefix: &str) -> Vec<String> {
+    let len = i64::try_from(prefix.len()).unwrap_or(i64::MAX);
+    with_pool!(pool, p => sqlx::query_scalar(sql).bind(len).bind(prefix).fetch_all(p).await)
+        .unwrap_or_default()
 }
 
 /// The SQLite URL of a file in `dir`.
