@@ -23,7 +23,11 @@ fn program() -> &'static Path {
         let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/etcd/go_check");
         let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("etcd-go-check");
         std::fs::create_dir_all(&out).expect("a directory for the Go program");
-        let binary = out.join(format!("go_check-{}", std::process::id()));
+        // Built under this process's own name, then renamed over the shared one (atomic on
+        // one file system): a test process running the old file keeps it, and builds of
+        // earlier runs do not pile up.
+        let built = out.join(format!("go_check.{}", std::process::id()));
+        let binary = out.join("go_check");
         let mut build = Command::new("go");
         build
             .current_dir(&source)
@@ -34,7 +38,7 @@ fn program() -> &'static Path {
             .env("GOCACHE", out.join("cache"))
             .arg("build")
             .arg("-o")
-            .arg(&binary)
+            .arg(&built)
             .arg(".");
         let (code, lines, stderr) =
             Background::spawn(&mut build).complete(Duration::from_secs(600));
@@ -46,6 +50,7 @@ fn program() -> &'static Path {
             source.display(),
             lines.join("\n")
         );
+        std::fs::rename(&built, &binary).expect("the Go program in place");
         binary
     })
 }
