@@ -35,6 +35,13 @@ pub(crate) async fn etcd_lease_grant_keep_alive_revoke(store: Store) {
         .unwrap();
     assert!(short.id > 0 && short.id != 77);
     assert_eq!(short.ttl, MIN_LEASE_TTL);
+    // Before any write (no revision row yet), and the same lease twice in one batch.
+    let twice = etcd.lease_keep_alive_many(&[77, 77]).await.unwrap();
+    let seen: Vec<(i64, i64, i64)> = twice
+        .iter()
+        .map(|a| (a.id, a.ttl, revision(&a.header)))
+        .collect();
+    assert_eq!(seen, [(77, 30, 1), (77, 30, 1)]);
     assert_eq!(
         etcd.lease_grant(&LeaseGrantRequest { ttl: -5, id: 0 })
             .await
