@@ -6,7 +6,7 @@ use crate::backend::{
     self, Applied, Backend, BackendKind, HistoryEntry, RedactedUrl, Renewed, Snapshot, StoreOptions,
 };
 use crate::changes::Changes;
-use crate::error::{is_missing_column, is_missing_table, Error, Result};
+use crate::error::{is_connection_lost, is_missing_column, is_missing_table, Error, Result};
 use crate::fence::Fence;
 use crate::model::{DbTime, Effect, Op, Purpose};
 use crate::records::LeaderInfo;
@@ -466,8 +466,9 @@ pub(crate) fn validate_op(name: &str, op: &Op) -> Result<()> {
 }
 
 impl Store {
-    /// Runs a call of the backend with this store's timeout. After a timeout or a read-only
-    /// answer the connections open now may lead to the wrong server (a failover): the backend
+    /// Runs a call of the backend with this store's timeout. After a timeout, a read-only
+    /// answer or a lost connection (`is_connection_lost`: a restart, a killed session) the
+    /// connections open now may lead to the wrong server (a failover) or be as dead: the backend
     /// stops using them, and it is told so before the timed-out call is dropped, so that the
     /// connection that call held is closed rather than taken back into the pool.
     ///
@@ -495,7 +496,8 @@ impl Store {
             .instrument(span.clone())
             .await;
         telemetry::round_trip(op, started.elapsed(), &result, span);
-        if matches!(result, Err(Error::ReadOnly { .. })) {
+        let lost = result.as_ref().err().is_some_and(is_connection_lost);
+        if lost || matches!(result, Err(Error::ReadOnly { .. })) {
             discard();
         }
         result

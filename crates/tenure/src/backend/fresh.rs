@@ -4,17 +4,28 @@
 //! now a replica that answers "read-only", or into a TCP connection that hangs because the
 //! server (or a virtual IP) went away without a reset. A DNS name, a virtual IP or a proxy
 //! that now points at the new primary is only reached by a *new* connection. So when a call
-//! answers [`Error::ReadOnly`](crate::Error::ReadOnly) or times out, the store marks the
-//! instant, and the pool closes every connection opened before it instead of handing it out
-//! or taking it back; the next call opens a fresh one. The mark costs one atomic read per
-//! acquire and release, no round trip. A connection held outside the pool's hands (PostgreSQL's
-//! LISTEN) watches [`Freshness::discards`] and reconnects at each mark.
+//! answers [`Error::ReadOnly`](crate::Error::ReadOnly), times out or loses its connection, the
+//! store marks the instant, and the pool closes every connection opened before it instead of
+//! handing it out or taking it back; the next call opens a fresh one. The mark costs one
+//! atomic read per acquire and release, no round trip. A connection held outside the pool's
+//! hands (PostgreSQL's LISTEN) watches [`Freshness::discards`] and reconnects at each mark.
+//!
+//! The same hook decides which connections to ping before handing them out. sqlx pings every
+//! connection it takes back into the pool, and by default again every time it hands one out:
+//! a round trip before each call, a third of a lock cycle's. Here only a connection idle for
+//! [`PING_AFTER_IDLE`] or longer is pinged when handed out; one given back more recently
+//! answered sqlx's ping then. A connection that broke since fails its call as any call may
+//! (the caller's retry, the next renewal); that lost connection marks every open one stale as
+//! above, so that one incident fails the calls in flight, not one call per pooled connection.
 
 use sqlx::pool::{PoolConnectionMetadata, PoolOptions};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
+
+/// How long a connection may have been idle and still be handed out without a ping first.
+pub(crate) const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
 
 /// The instant before which a connection is stale, shared by a backend and its pool's hooks.
 #[derive(Debug)]
@@ -70,7 +81,8 @@ impl Freshness {
         u64::try_from(at.saturating_duration_since(self.base).as_nanos()).unwrap_or(u64::MAX)
     }
 
-    /// `options` with hooks that close stale connections when they are acquired or released.
+    /// `options` with hooks that close stale connections when they are acquired or released,
+    /// and ping before handing out only one idle for [`PING_AFTER_IDLE`] or longer.
     pub(crate) fn guard<DB: sqlx::Database>(
         self: &Arc<Self>,
         options: PoolOptions<DB>,
@@ -78,9 +90,16 @@ impl Freshness {
         let on_acquire = Arc::clone(self);
         let on_release = Arc::clone(self);
         options
-            .before_acquire(move |_, meta: PoolConnectionMetadata| {
+            .test_before_acquire(false)
+            .before_acquire(move |conn, meta: PoolConnectionMetadata| {
                 let usable = on_acquire.usable(meta.age, Instant::now());
-                Box::pin(async move { Ok(usable) })
+                Box::pin(async move {
+                    if usable && meta.idle_for >= PING_AFTER_IDLE {
+                        // A broken one is closed, and the pool tries the next or opens one.
+                        return Ok(sqlx::Connection::ping(conn).await.is_ok());
+                    }
+                    Ok(usable)
+                })
             })
             .after_release(move |_, meta: PoolConnectionMetadata| {
                 let usable = on_release.usable(meta.age, Instant::now());
