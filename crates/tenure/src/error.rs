@@ -197,11 +197,11 @@ pub(crate) fn is_retryable(err: &sqlx::Error) -> bool {
     }
 }
 
-/// Whether a call lost its connection: the socket closed or failed (`Io`), or the server said
-/// it ends the session (PostgreSQL's class 08 and its shutdown and termination codes 57P01–03;
-/// MySQL's "server has gone away", "lost connection", "connection was killed" and shutdown).
-/// A sign that the pool's other connections may be as dead, or lead to a server that
-/// restarted or failed over.
+/// Whether a call lost its connection: the socket closed or failed (`Io`: how sqlx reports a
+/// MySQL session killed or a server gone), or the server said it ends the session (SQLSTATE
+/// class 08, connection exceptions, on both engines; PostgreSQL's shutdown and termination
+/// codes 57P01–03). A sign that the pool's other connections may be as dead, or lead to a
+/// server that restarted or failed over.
 pub(crate) fn is_connection_lost(err: &Error) -> bool {
     let Error::Database(e) = err else {
         return false;
@@ -211,11 +211,7 @@ pub(crate) fn is_connection_lost(err: &Error) -> bool {
         sqlx::Error::Database(db) => {
             let code = db.code();
             let code = code.as_deref().unwrap_or_default();
-            code.starts_with("08")
-                || matches!(
-                    code,
-                    "57P01" | "57P02" | "57P03" | "2006" | "2013" | "1927" | "1053"
-                )
+            code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03")
         }
         _ => false,
     }

@@ -125,6 +125,9 @@ impl Engine for Sqlite {
             // and can starve one another. (It also keeps `:memory:` one database.)
             .max_connections(1)
             .acquire_timeout(options.timeout)
+            // No ping before each call: the connection lives in this process, and a ping is
+            // only a round trip to its worker thread (sqlx pings it when taking it back).
+            .test_before_acquire(false)
             // A transaction cancelled at the wrong instant (a timeout while the process was
             // starved, say) can leave the connection inside it: its rollback failed while a
             // statement was still active. Reused, that connection would hold the write lock
