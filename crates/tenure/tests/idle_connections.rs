@@ -128,7 +128,13 @@ where
     for outcome in together().await {
         outcome.expect("eight cycles at once");
     }
-    assert!(end_sessions().await >= 2, "no sessions ended");
+    let ended = end_sessions().await;
+    eprintln!("{ended} sessions ended while hot");
+    // (8 or 9 here: the eight cycles at once opened a connection each.)
+    assert!(
+        ended >= 2,
+        "{ended} session(s) ended: the pool held one connection"
+    );
     if let Err(e) = cycle().await {
         eprintln!("a hot connection's end failed one cycle, as documented: {e}");
         cycle().await.expect("the cycle after a failed one");
