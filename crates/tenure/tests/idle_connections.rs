@@ -17,7 +17,7 @@ const IDLE: Duration = Duration::from_millis(2_500);
 async fn postgres_connections_ended_while_idle_are_replaced_before_use() {
     let app = common::unique("idle").replace('-', "_");
     let url = with_param(&common::postgres_url(), &format!("application_name={app}"));
-    let Some(store) = connect(BackendKind::Postgres, &url).await else {
+    let Some((store, prefix)) = connect(BackendKind::Postgres, &url).await else {
         return;
     };
     let admin = sqlx::PgPool::connect(&common::postgres_url())
@@ -35,6 +35,20 @@ async fn postgres_connections_ended_while_idle_are_replaced_before_use() {
     };
     check(&store, end_sessions).await;
     store.close().await;
+    let tables: Vec<String> = sqlx::query_scalar(
+        "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema() \
+         AND left(tablename, length($1)) = $1",
+    )
+    .bind(&prefix)
+    .fetch_all(&admin)
+    .await
+    .unwrap();
+    for table in tables {
+        sqlx::raw_sql(&format!("DROP TABLE IF EXISTS {table} CASCADE"))
+            .execute(&admin)
+            .await
+            .unwrap();
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -54,7 +68,7 @@ async fn mysql_connections_ended_while_idle_are_replaced_before_use() {
         sqlx::raw_sql(&sql).execute(&admin).await.unwrap();
     }
     let url = with_user(&admin_url, &user);
-    let store = connect(BackendKind::MySql, &url)
+    let (store, prefix) = connect(BackendKind::MySql, &url)
         .await
         .expect("the server answered the admin");
     let end_sessions = || async {
@@ -75,6 +89,26 @@ async fn mysql_connections_ended_while_idle_are_replaced_before_use() {
     };
     check(&store, end_sessions).await;
     store.close().await;
+    let prefix = prefix.as_str();
+    let objects: Vec<(String, String)> = sqlx::query_as(
+        "SELECT 'TABLE', TABLE_NAME FROM information_schema.TABLES \
+         WHERE TABLE_SCHEMA = DATABASE() AND LEFT(TABLE_NAME, CHAR_LENGTH(?)) = ? \
+         UNION ALL SELECT 'PROCEDURE', ROUTINE_NAME FROM information_schema.ROUTINES \
+         WHERE ROUTINE_SCHEMA = DATABASE() AND LEFT(ROUTINE_NAME, CHAR_LENGTH(?)) = ?",
+    )
+    .bind(prefix)
+    .bind(prefix)
+    .bind(prefix)
+    .bind(prefix)
+    .fetch_all(&admin)
+    .await
+    .unwrap();
+    for (kind, name) in objects {
+        sqlx::raw_sql(&format!("DROP {kind} IF EXISTS {name}"))
+            .execute(&admin)
+            .await
+            .unwrap();
+    }
     sqlx::raw_sql(&format!("DROP USER '{user}'@'%'"))
         .execute(&admin)
         .await
@@ -141,12 +175,14 @@ where
     }
 }
 
-async fn connect(kind: BackendKind, url: &str) -> Option<Store> {
+/// A store on tables of its own, and their prefix (dropped at the test's end).
+async fn connect(kind: BackendKind, url: &str) -> Option<(Store, String)> {
     let prefix = format!(
         "idle{}_",
         common::unique("").replace('-', "").to_lowercase()
     );
-    common::connect(kind, url, common::options().table_prefix(prefix)).await
+    let store = common::connect(kind, url, common::options().table_prefix(prefix.clone())).await?;
+    Some((store, prefix))
 }
 
 /// `url` with its user (and password) replaced by `user`, without a password.
