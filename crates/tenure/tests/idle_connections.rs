@@ -35,20 +35,9 @@ async fn postgres_connections_ended_while_idle_are_replaced_before_use() {
     };
     check(&store, end_sessions).await;
     store.close().await;
-    let tables: Vec<String> = sqlx::query_scalar(
-        "SELECT tablename::text FROM pg_tables WHERE schemaname = current_schema() \
-         AND left(tablename, length($1)) = $1",
-    )
-    .bind(&prefix)
-    .fetch_all(&admin)
-    .await
-    .unwrap();
-    for table in tables {
-        sqlx::raw_sql(&format!("DROP TABLE IF EXISTS {table} CASCADE"))
-            .execute(&admin)
-            .await
-            .unwrap();
-    }
+    common::drop_prefixed(BackendKind::Postgres, &common::postgres_url(), &prefix)
+        .await
+        .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -89,26 +78,9 @@ async fn mysql_connections_ended_while_idle_are_replaced_before_use() {
     };
     check(&store, end_sessions).await;
     store.close().await;
-    let prefix = prefix.as_str();
-    let objects: Vec<(String, String)> = sqlx::query_as(
-        "SELECT 'TABLE', TABLE_NAME FROM information_schema.TABLES \
-         WHERE TABLE_SCHEMA = DATABASE() AND LEFT(TABLE_NAME, CHAR_LENGTH(?)) = ? \
-         UNION ALL SELECT 'PROCEDURE', ROUTINE_NAME FROM information_schema.ROUTINES \
-         WHERE ROUTINE_SCHEMA = DATABASE() AND LEFT(ROUTINE_NAME, CHAR_LENGTH(?)) = ?",
-    )
-    .bind(prefix)
-    .bind(prefix)
-    .bind(prefix)
-    .bind(prefix)
-    .fetch_all(&admin)
-    .await
-    .unwrap();
-    for (kind, name) in objects {
-        sqlx::raw_sql(&format!("DROP {kind} IF EXISTS {name}"))
-            .execute(&admin)
-            .await
-            .unwrap();
-    }
+    common::drop_prefixed(BackendKind::MySql, &admin_url, &prefix)
+        .await
+        .unwrap();
     sqlx::raw_sql(&format!("DROP USER '{user}'@'%'"))
         .execute(&admin)
         .await

@@ -11,7 +11,7 @@ use tenure::{BackendKind, LockOptions, Locks, Store};
 use tokio::sync::broadcast;
 use tokio::time::{timeout, Instant};
 
-/// A store on its own tables, the prefix, and an admin pool to watch and drop them.
+/// A store on its own tables, the prefix, and an admin pool to watch them.
 async fn scoped_store() -> Option<(Store, String, sqlx::PgPool)> {
     let url = common::postgres_url();
     let prefix = format!(
@@ -28,19 +28,10 @@ async fn scoped_store() -> Option<(Store, String, sqlx::PgPool)> {
     Some((store, prefix, admin))
 }
 
-async fn drop_tables(admin: &sqlx::PgPool, prefix: &str) {
-    let tables: Vec<String> =
-        sqlx::query_scalar("SELECT tablename::TEXT FROM pg_tables WHERE tablename LIKE $1")
-            .bind(format!("{prefix}%"))
-            .fetch_all(admin)
-            .await
-            .unwrap();
-    for table in tables {
-        sqlx::query(&format!("DROP TABLE IF EXISTS {table}"))
-            .execute(admin)
-            .await
-            .unwrap();
-    }
+async fn drop_tables(prefix: &str) {
+    common::drop_prefixed(BackendKind::Postgres, &common::postgres_url(), prefix)
+        .await
+        .unwrap();
 }
 
 /// A plain LISTEN on the store's channel: it sees every NOTIFY and holds no mark.
@@ -143,7 +134,7 @@ async fn a_release_notifies_only_while_someone_listens() {
         heard(&mut listener, &name, Duration::from_millis(500)).await,
         0
     );
-    drop_tables(&admin, &prefix).await;
+    drop_tables(&prefix).await;
 }
 
 /// A waiter in another process (another store: its own pool, listener and mark) is woken by
@@ -193,7 +184,7 @@ async fn a_waiter_elsewhere_is_woken_at_once() {
     assert_eq!(next.term(), 2);
     assert!(released.elapsed() < Duration::from_secs(5));
     next.release().await.unwrap();
-    drop_tables(&admin, &prefix).await;
+    drop_tables(&prefix).await;
 }
 
 /// The mark's connection killed: the store takes the mark again and wakes its subscribers
@@ -221,5 +212,5 @@ async fn a_lost_mark_is_taken_again_with_a_wake_up() {
     woken_for_any(&mut rx, Duration::from_secs(15)).await;
     assert_eq!(marks_held(&admin, &prefix).await, 1, "taken again");
     drop(rx);
-    drop_tables(&admin, &prefix).await;
+    drop_tables(&prefix).await;
 }

@@ -197,3 +197,60 @@ pub(crate) async fn store_of_its_own(kind: BackendKind, tag: &str) -> Option<Sto
     let prefix = format!("{tag}{}_", unique("").replace('-', "").to_lowercase());
     connect(kind, &url, options().table_prefix(prefix)).await
 }
+
+/// Drops every table (and MySQL procedure) whose name starts with `prefix` on the server of
+/// `url` (`kind`'s), found in the catalog: what a test made under a prefix of its own leaves
+/// behind. SQLite's file goes with the test's directory.
+pub(crate) async fn drop_prefixed(
+    kind: BackendKind,
+    url: &str,
+    prefix: &str,
+) -> Result<(), sqlx::Error> {
+    use sqlx::Connection;
+    let like = format!("{prefix}%");
+    match kind {
+        BackendKind::Postgres => {
+            let mut c = sqlx::PgConnection::connect(url).await?;
+            let tables: Vec<String> =
+                sqlx::query_scalar("SELECT tablename::TEXT FROM pg_tables WHERE tablename LIKE $1")
+                    .bind(&like)
+                    .persistent(false)
+                    .fetch_all(&mut c)
+                    .await?;
+            for table in tables {
+                sqlx::raw_sql(&format!("DROP TABLE IF EXISTS {table}"))
+                    .execute(&mut c)
+                    .await?;
+            }
+        }
+        BackendKind::MySql => {
+            let mut c = sqlx::MySqlConnection::connect(url).await?;
+            let tables: Vec<String> = sqlx::query_scalar(
+                "SELECT CONVERT(TABLE_NAME USING utf8mb4) FROM information_schema.TABLES \
+                 WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE ?",
+            )
+            .bind(&like)
+            .fetch_all(&mut c)
+            .await?;
+            for table in tables {
+                sqlx::raw_sql(&format!("DROP TABLE IF EXISTS {table}"))
+                    .execute(&mut c)
+                    .await?;
+            }
+            let routines: Vec<String> = sqlx::query_scalar(
+                "SELECT CONVERT(ROUTINE_NAME USING utf8mb4) FROM information_schema.ROUTINES \
+                 WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME LIKE ?",
+            )
+            .bind(&like)
+            .fetch_all(&mut c)
+            .await?;
+            for routine in routines {
+                sqlx::raw_sql(&format!("DROP PROCEDURE IF EXISTS {routine}"))
+                    .execute(&mut c)
+                    .await?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}

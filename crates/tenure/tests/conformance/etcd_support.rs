@@ -9,7 +9,7 @@ use tenure::etcd::proto::etcdserverpb::{
 };
 use tenure::etcd::proto::mvccpb::KeyValue;
 use tenure::etcd::Etcd;
-use tenure::{BackendKind, Store};
+use tenure::Store;
 
 /// An etcd of its own on the target of `store`.
 pub(crate) struct Scoped {
@@ -55,55 +55,8 @@ impl Scoped {
     }
 
     async fn try_drop_tables(&self) -> Result<(), sqlx::Error> {
-        use sqlx::Connection;
         let url = self.url.replace("?pooler=transaction", "");
-        let like = format!("{}%", self.prefix);
-        match self.store().kind() {
-            BackendKind::Postgres => {
-                let mut c = sqlx::PgConnection::connect(&url).await?;
-                let tables: Vec<String> = sqlx::query_scalar(
-                    "SELECT tablename::TEXT FROM pg_tables WHERE tablename LIKE $1",
-                )
-                .bind(&like)
-                .persistent(false)
-                .fetch_all(&mut c)
-                .await?;
-                for table in tables {
-                    sqlx::raw_sql(&format!("DROP TABLE IF EXISTS {table}"))
-                        .execute(&mut c)
-                        .await?;
-                }
-            }
-            BackendKind::MySql => {
-                let mut c = sqlx::MySqlConnection::connect(&url).await?;
-                let tables: Vec<String> = sqlx::query_scalar(
-                    "SELECT CONVERT(TABLE_NAME USING utf8mb4) FROM information_schema.TABLES \
-                     WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE ?",
-                )
-                .bind(&like)
-                .fetch_all(&mut c)
-                .await?;
-                for table in tables {
-                    sqlx::raw_sql(&format!("DROP TABLE IF EXISTS {table}"))
-                        .execute(&mut c)
-                        .await?;
-                }
-                let routines: Vec<String> = sqlx::query_scalar(
-                    "SELECT CONVERT(ROUTINE_NAME USING utf8mb4) FROM information_schema.ROUTINES \
-                     WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME LIKE ?",
-                )
-                .bind(&like)
-                .fetch_all(&mut c)
-                .await?;
-                for routine in routines {
-                    sqlx::raw_sql(&format!("DROP PROCEDURE IF EXISTS {routine}"))
-                        .execute(&mut c)
-                        .await?;
-                }
-            }
-            _ => {}
-        }
-        Ok(())
+        crate::common::drop_prefixed(self.store().kind(), &url, &self.prefix).await
     }
 }
 
