@@ -225,29 +225,28 @@ pub(crate) async fn drop_prefixed(
         }
         BackendKind::MySql => {
             let mut c = sqlx::MySqlConnection::connect(url).await?;
-            let tables: Vec<String> = sqlx::query_scalar(
-                "SELECT CONVERT(TABLE_NAME USING utf8mb4) FROM information_schema.TABLES \
-                 WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE ?",
-            )
-            .bind(&like)
-            .fetch_all(&mut c)
-            .await?;
-            for table in tables {
-                sqlx::raw_sql(&format!("DROP TABLE IF EXISTS {table}"))
-                    .execute(&mut c)
+            for (kind, catalog) in [
+                (
+                    "TABLE",
+                    "SELECT CONVERT(TABLE_NAME USING utf8mb4) FROM information_schema.TABLES \
+                           WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME LIKE ?",
+                ),
+                (
+                    "PROCEDURE",
+                    "SELECT CONVERT(ROUTINE_NAME USING utf8mb4) FROM \
+                               information_schema.ROUTINES \
+                               WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME LIKE ?",
+                ),
+            ] {
+                let names: Vec<String> = sqlx::query_scalar(catalog)
+                    .bind(&like)
+                    .fetch_all(&mut c)
                     .await?;
-            }
-            let routines: Vec<String> = sqlx::query_scalar(
-                "SELECT CONVERT(ROUTINE_NAME USING utf8mb4) FROM information_schema.ROUTINES \
-                 WHERE ROUTINE_SCHEMA = DATABASE() AND ROUTINE_NAME LIKE ?",
-            )
-            .bind(&like)
-            .fetch_all(&mut c)
-            .await?;
-            for routine in routines {
-                sqlx::raw_sql(&format!("DROP PROCEDURE IF EXISTS {routine}"))
-                    .execute(&mut c)
-                    .await?;
+                for name in names {
+                    sqlx::raw_sql(&format!("DROP {kind} IF EXISTS {name}"))
+                        .execute(&mut c)
+                        .await?;
+                }
             }
         }
         _ => {}
