@@ -24,7 +24,7 @@ use tenure::model::{decide, Clock, DbTime, Effect, Lease, Op, Purpose};
 use tenure::{BackendKind, Store};
 
 /// Proptest cases per backend; the test fails if fewer ran.
-const CASES: u32 = 256;
+const CASES: u32 = 384;
 /// The actor recorded in the history.
 const ACTOR: &str = "model-test";
 /// Three campaigning candidates and a fourth that only ever gets handovers.
