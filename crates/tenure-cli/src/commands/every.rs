@@ -84,7 +84,7 @@ pub(super) async fn every(global: &Global, args: EveryArgs) -> Outcome {
         };
         // Never contended: ticks run one at a time.
         let mut signals = signals.lock().await;
-        let stop = match run_while_held(guard, &job, &mut signals).await {
+        let stop = match run_while_held(guard, &job, None, &mut signals).await {
             Ok(Ended::Exited(code)) => {
                 if code != 0 {
                     tracing::warn!(name = %name, tick = tick.at_ms, code, "the command failed; the tick counts as run");

@@ -5,7 +5,9 @@ use super::{check_global, check_lease, check_name, fence_env};
 use crate::cli::{Global, LockArgs};
 use crate::database;
 use crate::exit::{Failure, Outcome, LOST, NOT_ACQUIRED};
-use crate::lead::{grace_for, run_while_held, unreleased, Ended, Job, Signals};
+use crate::lead::{
+    abandon, grace_for, linger_after_release, run_while_held, unreleased, Ended, Job, Signals,
+};
 use tenure::{LockGuard, LockOptions, Locks};
 use tokio::time::Instant;
 
@@ -32,29 +34,50 @@ pub(super) async fn lock(global: &Global, args: LockArgs) -> Outcome {
         .at_least(args.at_least)
         .record_every_cycle(args.record_every_cycle);
 
-    let guard = tokio::select! {
-        guard = acquire(&locks, &args, options) => guard?,
-        signal = signals.recv() => return Ok(128 + signal as u8),
-    };
-    let Some(guard) = guard else {
-        tracing::info!(name = %args.name, "lock not acquired; giving up");
-        return Ok(NOT_ACQUIRED);
-    };
-    let permit = guard.name().to_string();
-    let job = Job {
+    let mut job = Job {
         name: &args.name,
         command: &args.command.command,
         grace,
-        env: [vec![("TENURE_LOCK", permit)], fence].concat(),
+        env: fence,
         release_on_exit: true,
         isolation: args.supervise.isolation,
         health: health.as_ref(),
     };
-    Ok(match run_while_held(guard, &job, &mut signals).await? {
-        Ended::Exited(code) | Ended::Interrupted(code) => code,
-        Ended::Lost | Ended::Unhealthy => LOST,
-        Ended::Unreleased(code, error) => return Err(unreleased(&args.name, code, error)),
-    })
+    // Set up while this holder waits (dropped, with its keeper, if it never takes the lock).
+    let prepared = job.prepare();
+    let acquired = tokio::select! {
+        guard = acquire(&locks, &args, options) => guard.map(|g| g.ok_or(NOT_ACQUIRED)),
+        signal = signals.recv() => Ok(Err(128 + signal as u8)),
+    };
+    // Not held: tenure exits once the keeper has gone too.
+    let guard = match acquired {
+        Ok(Ok(guard)) => guard,
+        Ok(Err(code)) => {
+            abandon(prepared).await;
+            if code == NOT_ACQUIRED {
+                tracing::info!(name = %args.name, "lock not acquired; giving up");
+            }
+            return Ok(code);
+        }
+        Err(failure) => {
+            abandon(prepared).await;
+            return Err(failure);
+        }
+    };
+    job.env.insert(0, ("TENURE_LOCK", guard.name().to_string()));
+    Ok(
+        match run_while_held(guard, &job, prepared, &mut signals).await? {
+            Ended::Exited(code) => {
+                // Released at once; this process's own teardown waits for the next holder's
+                // start (a signal only ends the wait: the command's status is the answer).
+                let _ = linger_after_release(&mut signals).await;
+                code
+            }
+            Ended::Interrupted(code) => code,
+            Ended::Lost | Ended::Unhealthy => LOST,
+            Ended::Unreleased(code, error) => return Err(unreleased(&args.name, code, error)),
+        },
+    )
 }
 
 async fn acquire(

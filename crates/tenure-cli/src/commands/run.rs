@@ -7,7 +7,9 @@ use crate::cli::{Global, RunArgs};
 use crate::database;
 use crate::exit::{Failure, Outcome, LOST, NOT_ACQUIRED, UNAVAILABLE};
 use crate::health::HealthCheck;
-use crate::lead::{grace_for, run_while_held, unreleased, Ended, Job, Signals};
+use crate::lead::{
+    abandon, grace_for, linger_after_release, run_while_held, unreleased, Ended, Job, Signals,
+};
 use nix::sys::signal::Signal;
 use std::time::Duration;
 use tenure::{Elector, LeaderGuard, Role, Timing};
@@ -46,37 +48,59 @@ pub(super) async fn run(global: &Global, args: RunArgs) -> Outcome {
     tracing::info!(name = %args.name, candidate = %elector.candidate(), "campaigning");
     crate::sd_notify::waiting(&args.name);
 
+    let job = Job {
+        name: &args.name,
+        command: &args.command.command,
+        grace,
+        env: fence,
+        release_on_exit: true,
+        isolation: args.supervise.isolation,
+        health: health.as_ref(),
+    };
     let mut give_up_at = args.wait.timeout.map(|t| Instant::now() + t);
     let mut no_wait = args.wait.no_wait;
     let code = loop {
-        let guard =
-            match wait_for_leadership(&elector, &timing, no_wait, give_up_at, &mut signals).await {
-                Waited::Leading(guard) => guard,
-                Waited::GaveUp => {
-                    tracing::info!(name = %args.name, "not acquired; giving up");
-                    break NOT_ACQUIRED;
-                }
-                Waited::Unreachable => {
-                    elector.shutdown().await;
-                    return Err(Failure::new(
-                        UNAVAILABLE,
-                        "the database did not answer the first campaign",
-                    ));
-                }
-                Waited::Interrupted(signal) => break 128 + signal as u8,
-            };
+        // Set up while this candidate waits (dropped, with its keeper, if it never leads).
+        let prepared = job.prepare();
+        let waited =
+            wait_for_leadership(&elector, &timing, no_wait, give_up_at, &mut signals).await;
+        let prepared = match waited {
+            Waited::Leading(_) => prepared,
+            // Not leading: tenure exits once the keeper has gone too.
+            _ => {
+                abandon(prepared).await;
+                None
+            }
+        };
+        let guard = match waited {
+            Waited::Leading(guard) => guard,
+            Waited::GaveUp => {
+                tracing::info!(name = %args.name, "not acquired; giving up");
+                break NOT_ACQUIRED;
+            }
+            Waited::Unreachable => {
+                elector.shutdown().await;
+                return Err(Failure::new(
+                    UNAVAILABLE,
+                    "the database did not answer the first campaign",
+                ));
+            }
+            Waited::Interrupted(signal) => break 128 + signal as u8,
+        };
         // Only the first wait may give up.
         (no_wait, give_up_at) = (false, None);
-        let job = Job {
-            name: &args.name,
-            command: &args.command.command,
-            grace,
-            env: fence.clone(),
-            release_on_exit: true,
-            isolation: args.supervise.isolation,
-            health: health.as_ref(),
-        };
-        match run_while_held(guard, &job, &mut signals).await {
+        let ended = run_while_held(guard, &job, prepared, &mut signals).await;
+        if let Ok(Ended::Exited(code)) = ended {
+            // Released at once; this process's own teardown waits for the successor's start.
+            if let Some(signal) = linger_after_release(&mut signals).await {
+                break if args.keep_campaigning {
+                    128 + signal as u8
+                } else {
+                    code
+                };
+            }
+        }
+        match ended {
             Ok(Ended::Exited(code)) if !args.keep_campaigning => break code,
             Ok(Ended::Unreleased(code, error)) if !args.keep_campaigning => {
                 elector.shutdown().await;

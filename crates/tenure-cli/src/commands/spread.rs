@@ -102,7 +102,7 @@ impl Shard {
             tracing::error!(name, "cannot listen for signals; not running the shard");
             return;
         };
-        match run_while_held(guard, &job, &mut signals).await {
+        match run_while_held(guard, &job, None, &mut signals).await {
             Ok(Ended::Exited(code) | Ended::Interrupted(code)) => {
                 tracing::info!(
                     name,

@@ -17,7 +17,8 @@ pub(super) fn main(args: Args) -> u8 {
     let Ok(signals) = reaper::block_signals() else {
         return crate::exit::INTERNAL;
     };
-    let cmd = match spawn_command(&args.command, &mut report) {
+    let go = args.go.map(take_fd);
+    let cmd = match spawn_command(&args.command, &mut report, go) {
         Ok(cmd) => cmd,
         Err(code) => return code,
     };

@@ -21,6 +21,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 pub(super) fn main(args: Args) -> u8 {
     let control = take_fd(args.control);
     let mut report = File::from(take_fd(args.report));
+    let go = args.go.map(take_fd);
     let signals = match reaper::block_signals() {
         Ok(s) => s,
         Err(e) => return refuse(&mut report, format!("cannot block signals: {e}")),
@@ -68,7 +69,7 @@ pub(super) fn main(args: Args) -> u8 {
                 Ok(ForkResult::Child) => {
                     // The keeper's ends: the init must not hold its own control pipe open.
                     drop((to_init, control, signals));
-                    std::mem::forget((report, init_control));
+                    std::mem::forget((report, init_control, go));
                     // Its own process group, as the keeper's; its signals stay blocked (it
                     // reads them from a signalfd of its own); SIGKILL when the keeper dies.
                     let ready = nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0))
@@ -82,12 +83,13 @@ pub(super) fn main(args: Args) -> u8 {
                 Ok(ForkResult::Parent { child }) => child,
                 Err(e) => return refuse(&mut report, format!("cannot start the init: {e}")),
             };
-            drop((report, init_control));
+            // The init waits for the go message (if any), not the keeper.
+            drop((report, init_control, go));
             let mut tree = Namespace { init, to_init };
             reaper::run(&mut tree, init, control, signals, args.grace)
         }
         None => {
-            let cmd = match spawn_command(&args.command, &mut report) {
+            let cmd = match spawn_command(&args.command, &mut report, go) {
                 Ok(cmd) => cmd,
                 Err(code) => return code,
             };

@@ -33,7 +33,7 @@ use nix::sys::signal::Signal;
 use protocol::{Args, Control, Report, INIT, KEEP};
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::ExitStatus;
@@ -109,10 +109,29 @@ fn inherit_fd(fd: RawFd) -> io::Result<()> {
 
 /// Starts the command in a process group of its own and reports the outcome; on failure
 /// returns the shell's exit code for it (127 not found, 126 not executable).
-fn spawn_command(command: &[OsString], report: &mut File) -> Result<nix::unistd::Pid, u8> {
+///
+/// With a go pipe (a keeper started ahead of its tenure), first waits for tenure's go message
+/// and adds its environment; if the pipe closes without one, starts nothing.
+fn spawn_command(
+    command: &[OsString],
+    report: &mut File,
+    go: Option<OwnedFd>,
+) -> Result<nix::unistd::Pid, u8> {
     let (program, args) = command.split_first().ok_or(crate::exit::USAGE)?;
+    let env = match go {
+        None => Vec::new(),
+        Some(go) => {
+            let mut message = Vec::new();
+            let read = File::from(go).read_to_end(&mut message);
+            match read.ok().and_then(|_| protocol::parse_go(&message)) {
+                Some(env) => env,
+                // Nobody will lead with this tree: it was given up.
+                None => return Err(crate::exit::INTERNAL),
+            }
+        }
+    };
     let mut command = std::process::Command::new(program);
-    command.args(args).process_group(0);
+    command.args(args).envs(env).process_group(0);
     // SAFETY: between fork and exec only sigprocmask, which is async-signal-safe.
     unsafe {
         command.pre_exec(reaper::unblock_all);
@@ -144,34 +163,34 @@ pub(crate) fn spawn_failure_code(e: &io::Error) -> u8 {
 /// How long tenure waits for the keeper to say the command runs.
 const START_LIMIT: Duration = Duration::from_secs(5);
 
-/// The command, under its keeper.
-pub(crate) struct Supervised {
+/// A keeper started ahead of a tenure (while its candidate follows): its namespace and init
+/// are set up and wait for the go message, so that the tenure's start is one exec of the
+/// command, not the keeper's exec, the namespace and the init's fork first. Dropping it (or
+/// tenure's death) ends the keeper and its init without starting anything.
+pub(crate) struct Prepared {
     keeper: tokio::process::Child,
-    /// Its write end: dropping it (or tenure's death) makes the keeper kill the whole tree.
     control: File,
-    mode: String,
-    status: Option<ExitStatus>,
+    report: OwnedFd,
+    go: File,
+    argv: Vec<String>,
+    isolation: Isolation,
+    grace: Duration,
 }
 
-impl Supervised {
-    /// Starts `argv` under a keeper with `env` added and stdio passed through; returns once
-    /// the command runs. `grace` is how long processes the command leaves behind when it exits
-    /// get between SIGTERM and SIGKILL.
+impl Prepared {
+    /// Starts a keeper for `argv` that waits for [`Prepared::start`]. `grace` is how long
+    /// processes the command leaves behind when it exits get between SIGTERM and SIGKILL.
     ///
     /// # Errors
-    /// The exec error of the command (NotFound, PermissionDenied, …), or why the keeper could
-    /// not supervise it (`--isolation pid-namespace` where namespaces are not allowed).
-    pub(crate) async fn spawn(
-        argv: &[String],
-        env: &[(&str, String)],
-        isolation: Isolation,
-        grace: Duration,
-    ) -> io::Result<Supervised> {
+    /// The keeper could not be spawned (no pipe, no process).
+    pub(crate) fn new(argv: &[String], isolation: Isolation, grace: Duration) -> io::Result<Self> {
         let (control_read, control) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
         let (report, report_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+        let (go_read, go) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
         let args = Args {
             control: control_read.as_raw_fd(),
             report: report_write.as_raw_fd(),
+            go: Some(go_read.as_raw_fd()),
             grace,
             isolation,
             command: argv.iter().map(OsString::from).collect(),
@@ -181,19 +200,55 @@ impl Supervised {
         command
             .arg0("tenure")
             .args(args.to_argv(KEEP))
-            .envs(env.iter().map(|(k, v)| (*k, v)))
             // tenure speaks to systemd for the unit (see sd_notify); the command does not.
             .env_remove("NOTIFY_SOCKET")
             .process_group(0);
-        let inherit = [control_read.as_raw_fd(), report_write.as_raw_fd()];
+        let inherit = [
+            control_read.as_raw_fd(),
+            report_write.as_raw_fd(),
+            go_read.as_raw_fd(),
+        ];
         // SAFETY: the closure runs in the child between fork and exec and only calls fcntl,
         // which is async-signal-safe.
         unsafe {
             command.pre_exec(move || inherit.into_iter().try_for_each(inherit_fd));
         }
         let keeper = command.spawn()?;
-        drop((control_read, report_write));
+        Ok(Prepared {
+            keeper,
+            control: File::from(control),
+            report,
+            go: File::from(go),
+            argv: argv.to_vec(),
+            isolation,
+            grace,
+        })
+    }
 
+    /// Starts the command with `env` added; returns once it runs. A keeper that died while it
+    /// waited (killed, or unable to supervise) is replaced by a new one once.
+    ///
+    /// # Errors
+    /// The exec error of the command (NotFound, PermissionDenied, …), or why the keeper could
+    /// not supervise it (`--isolation pid-namespace` where namespaces are not allowed).
+    pub(crate) async fn start(mut self, env: &[(&str, String)]) -> io::Result<Supervised> {
+        let message = protocol::go_message(env);
+        if self.go.write_all(&message).is_err() {
+            // Nobody reads: the keeper or its init died while waiting (or the keeper refused
+            // the isolation asked for; its replacement then says so in its report).
+            let replacement = Prepared::new(&self.argv, self.isolation, self.grace)?;
+            drop(self.abandon().await);
+            self = replacement;
+            self.go.write_all(&message)?;
+        }
+        let Prepared {
+            keeper,
+            control,
+            report,
+            go,
+            ..
+        } = self;
+        drop(go);
         let mut lines = String::new();
         let mut report = tokio::net::unix::pipe::Receiver::from_owned_fd(report)?;
         // The report ends (EOF) once the command has been started: nobody else holds the pipe.
@@ -213,21 +268,59 @@ impl Supervised {
                 "the keeper did not start the command within {START_LIMIT:?}"
             )));
         }
-        let supervised = Supervised {
+        let mut supervised = Supervised {
             keeper,
-            control: File::from(control),
+            control,
             mode,
             status: None,
         };
         match outcome {
             Ok(()) => Ok(supervised),
             Err(e) => {
-                let mut supervised = supervised;
                 supervised.send(Control::Kill);
                 let _ = supervised.keeper.wait().await;
                 Err(e)
             }
         }
+    }
+
+    /// Ends the keeper without starting the command; returns once it (and its init) is gone.
+    pub(crate) async fn abandon(self) -> io::Result<ExitStatus> {
+        let Prepared {
+            mut keeper,
+            control,
+            go,
+            ..
+        } = self;
+        // Both pipes closed: the keeper kills its init and exits.
+        drop((control, go));
+        keeper.wait().await
+    }
+}
+
+/// The command, under its keeper.
+pub(crate) struct Supervised {
+    keeper: tokio::process::Child,
+    /// Its write end: dropping it (or tenure's death) makes the keeper kill the whole tree.
+    control: File,
+    mode: String,
+    status: Option<ExitStatus>,
+}
+
+impl Supervised {
+    /// Starts `argv` under a keeper with `env` added and stdio passed through; returns once
+    /// the command runs. `grace` is how long processes the command leaves behind when it exits
+    /// get between SIGTERM and SIGKILL.
+    ///
+    /// # Errors
+    /// As [`Prepared::new`] and [`Prepared::start`].
+    pub(crate) async fn spawn(
+        argv: &[String],
+        env: &[(&str, String)],
+        isolation: Isolation,
+        grace: Duration,
+    ) -> io::Result<Supervised> {
+        Prepared::new(argv, isolation, grace)?.start(env).await
     }
 
     /// The supervision in force: `pid-namespace`, `pid-namespace+user` or `subreaper`.

@@ -49,11 +49,14 @@ impl Control {
 }
 
 /// The command line of a hidden subcommand:
-/// `tenure __keep|__init CONTROL_FD REPORT_FD GRACE_MS ISOLATION -- CMD…`.
+/// `tenure __keep|__init CONTROL_FD REPORT_FD GO_FD|- GRACE_MS ISOLATION -- CMD…`.
 #[derive(Debug, PartialEq)]
 pub(super) struct Args {
     pub control: RawFd,
     pub report: RawFd,
+    /// Where the go message comes from (see [`go_message`]): the command starts only once it
+    /// arrives; without it, at once.
+    pub go: Option<RawFd>,
     pub grace: Duration,
     pub isolation: Isolation,
     pub command: Vec<OsString>,
@@ -65,6 +68,8 @@ impl Args {
             subcommand.into(),
             self.control.to_string().into(),
             self.report.to_string().into(),
+            self.go
+                .map_or_else(|| "-".into(), |fd| fd.to_string().into()),
             self.grace.as_millis().to_string().into(),
             self.isolation.as_str().into(),
             "--".into(),
@@ -77,7 +82,7 @@ impl Args {
     ///
     /// [`to_argv`]: Args::to_argv
     pub(super) fn parse(rest: &[OsString]) -> Option<Args> {
-        let [control, report, grace, isolation, dashes, command @ ..] = rest else {
+        let [control, report, go, grace, isolation, dashes, command @ ..] = rest else {
             return None;
         };
         if dashes != "--" || command.is_empty() {
@@ -86,11 +91,54 @@ impl Args {
         Some(Args {
             control: control.to_str()?.parse().ok()?,
             report: report.to_str()?.parse().ok()?,
+            go: match go.to_str()? {
+                "-" => None,
+                fd => Some(fd.parse().ok()?),
+            },
             grace: Duration::from_millis(grace.to_str()?.parse().ok()?),
             isolation: Isolation::from_str(isolation.to_str()?)?,
             command: command.to_vec(),
         })
     }
+}
+
+/// The first bytes of a go message; what follows is `KEY\0VALUE\0` for each variable.
+const GO: &[u8] = b"go\0";
+
+/// What tenure writes down the go pipe of a keeper started ahead of its tenure, once the tenure
+/// begins: the environment the command gets besides tenure's own (its term among it).
+pub(super) fn go_message(env: &[(&str, String)]) -> Vec<u8> {
+    let mut message = GO.to_vec();
+    for (key, value) in env {
+        for part in [key.as_bytes(), value.as_bytes()] {
+            message.extend_from_slice(part);
+            message.push(0);
+        }
+    }
+    message
+}
+
+/// The environment of a go message read to its end; `None` if it is not one (the pipe closed
+/// without it: tenure gave the tenure up, or died, before it began).
+pub(super) fn parse_go(message: &[u8]) -> Option<Vec<(OsString, OsString)>> {
+    use std::os::unix::ffi::OsStrExt;
+    let rest = message.strip_prefix(GO)?;
+    if rest.is_empty() {
+        return Some(Vec::new());
+    }
+    // Every key and value ends with a NUL: a message cut short does not, or has an odd count.
+    let body = rest.strip_suffix(&[0])?;
+    let parts: Vec<&[u8]> = body.split(|&b| b == 0).collect();
+    if !parts.len().is_multiple_of(2) {
+        return None;
+    }
+    let text = |bytes: &[u8]| std::ffi::OsStr::from_bytes(bytes).to_owned();
+    Some(
+        parts
+            .chunks(2)
+            .map(|kv| (text(kv[0]), text(kv[1])))
+            .collect(),
+    )
 }
 
 /// One line on the report pipe.
@@ -148,17 +196,42 @@ mod tests {
 
     #[test]
     fn args_round_trip() {
-        let args = Args {
+        let mut args = Args {
             control: 5,
             report: 7,
+            go: None,
             grace: Duration::from_millis(200),
             isolation: Isolation::Subreaper,
             command: vec!["sh".into(), "-c".into(), "echo -- hi".into()],
         };
         let argv = args.to_argv(KEEP);
         assert_eq!(argv[0], KEEP);
+        assert_eq!(Args::parse(&argv[1..]).as_ref(), Some(&args));
+        assert_eq!(Args::parse(&argv[1..7]), None, "no command");
+        args.go = Some(9);
+        let argv = args.to_argv(INIT);
         assert_eq!(Args::parse(&argv[1..]), Some(args));
-        assert_eq!(Args::parse(&argv[1..6]), None, "no command");
+    }
+
+    #[test]
+    fn go_messages_round_trip() {
+        let env = [
+            ("TENURE_TERM", "7".to_string()),
+            ("EMPTY", String::new()),
+            ("TENURE_FENCE_SQL", "UPDATE t SET x = 1 -- é".to_string()),
+        ];
+        let parsed = parse_go(&go_message(&env)).expect("a go message");
+        let expected: Vec<(OsString, OsString)> = env
+            .iter()
+            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+            .collect();
+        assert_eq!(parsed, expected);
+        assert_eq!(parse_go(&go_message(&[])), Some(Vec::new()));
+        assert_eq!(parse_go(b""), None, "the pipe closed without a go");
+        assert_eq!(parse_go(b"g"), None, "a message cut short");
+        let mut cut = go_message(&env);
+        cut.pop();
+        assert_eq!(parse_go(&cut), None, "a message cut short");
     }
 
     #[test]
