@@ -207,7 +207,9 @@ pub(crate) async fn drop_prefixed(
     prefix: &str,
 ) -> Result<(), sqlx::Error> {
     use sqlx::Connection;
-    let like = format!("{prefix}%");
+    // `_` is LIKE's one-character wildcard (and a prefix's separator): matched literally, so
+    // that another test's tables whose names differ there stay.
+    let like = format!("{}%", prefix.replace('\\', "\\\\").replace('_', "\\_"));
     match kind {
         BackendKind::Postgres => {
             let mut c = sqlx::PgConnection::connect(url).await?;
