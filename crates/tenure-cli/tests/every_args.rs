@@ -4,8 +4,7 @@
 mod support;
 
 use nix::sys::signal::Signal;
-use std::time::Duration;
-use support::serve::eventually;
+use std::time::{Duration, Instant};
 use support::{runtime, BackendKind, Background, TestDb};
 
 fn sqlite() -> TestDb {
@@ -79,11 +78,21 @@ fn cron_schedule_runs_ticks() {
         "-c",
         &line,
     ]));
-    let ticks = eventually(Duration::from_secs(30), "two ticks logged", || {
+    // Two ticks a second apart; if they never come, what `tenure every` said is the clue.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let ticks = loop {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         let ticks: Vec<i64> = text.lines().filter_map(|l| l.parse().ok()).collect();
-        (ticks.len() >= 2).then_some(ticks)
-    });
+        if ticks.len() >= 2 {
+            break ticks;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "two ticks not logged within 30 s (logged: {ticks:?}); tenure every said:\n{}",
+            every.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
     every.signal(Signal::SIGTERM);
     let status = every.wait_timeout(Duration::from_secs(30));
     assert!(
