@@ -1,6 +1,7 @@
 //! Epochs on the engines that have them (issue 27): PostgreSQL's timeline, read in the
 //! campaign's own statement; MySQL/MariaDB's epoch row, where a server that did not begin the
 //! current epoch (a promoted replica) begins a new one whose terms lie above every term before.
+//! The layers' counters (etcd's revision, Consul's index) start a new epoch the same way.
 //! A promotion is simulated on MariaDB by writing another server id into the epoch row; real
 //! failovers are the fault suite's `ha` profile (`lossy-failover-async`, `mariadb-async-*`).
 
@@ -182,4 +183,172 @@ async fn postgres_the_epoch_is_the_timeline() {
         .expect("free");
     assert_eq!(guard.term(), Epoch::timeline(tli).floor().max(1));
     guard.release().await.unwrap();
+}
+
+/// etcd's revisions on MariaDB (issue 38): a lossy promotion — the old primary's last write
+/// lost, its revision, event and key with it — is simulated by taking them out and writing
+/// another server id into the epoch row. The new primary's writes get revisions above every
+/// revision the old one handed out, the lost one included, so that a watcher that saw it reads
+/// on from the revision after it and misses nothing, and never sees one revision twice.
+/// Returns the revision of the write after the promotion and the one the lost write had.
+async fn etcd_write_after_a_lossy_promotion(
+    prefix: &str,
+    options: StoreOptions,
+) -> Option<(i64, i64)> {
+    use tenure::etcd::proto::etcdserverpb::PutRequest;
+    use tenure::etcd::Etcd;
+    let store = mysql_store(prefix, options).await?;
+    let etcd = Etcd::new(store.clone());
+    let put = |key: &str| PutRequest {
+        key: key.into(),
+        value: b"v".to_vec(),
+        ..PutRequest::default()
+    };
+    let revision =
+        |r: tenure::etcd::proto::etcdserverpb::PutResponse| r.header.expect("a header").revision;
+    revision(etcd.put(&put("a")).await.expect("put a"));
+    let lost = revision(etcd.put(&put("b")).await.expect("put b"));
+    raw_sql(
+        &store,
+        &format!("UPDATE {prefix}etcd_revision SET idx = idx - 1 WHERE id = 1"),
+    )
+    .await;
+    raw_sql(
+        &store,
+        &format!("DELETE FROM {prefix}etcd_event WHERE revision = {lost}"),
+    )
+    .await;
+    raw_sql(
+        &store,
+        &format!("DELETE FROM {prefix}etcd_kv WHERE kv_key = 'b'"),
+    )
+    .await;
+    promote(&store, prefix).await;
+
+    let after = revision(etcd.put(&put("c")).await.expect("put c"));
+    // Read on from the revision after the lost one, as a watcher that saw it does.
+    let seen = etcd
+        .events(lost + 1, b"\0", b"\0", 100)
+        .await
+        .expect("the log");
+    let keys: Vec<&[u8]> = seen
+        .events
+        .iter()
+        .map(|e| e.kv.as_ref().expect("kv").key.as_slice())
+        .collect();
+    if after > lost {
+        assert_eq!(
+            keys,
+            [b"c"],
+            "the write after the promotion, read on from {lost}"
+        );
+        // Within the new epoch, one more per write.
+        assert_eq!(
+            revision(etcd.put(&put("d")).await.expect("put d")),
+            after + 1
+        );
+    }
+    drop_layer(store, prefix).await;
+    Some((after, lost))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_etcd_revisions_begin_above_the_old_epoch() {
+    above_the_lost_one("revision", |prefix, options| async move {
+        etcd_write_after_a_lossy_promotion(&prefix, options).await
+    })
+    .await;
+}
+
+/// Runs `write_after` (a layer's write after a simulated lossy promotion, under a prefix of
+/// its own) with epochs and without: with them, its value lies above the lost write's; without
+/// them (the negative), it is the lost write's again — what the first assertion catches.
+async fn above_the_lost_one<T, F, Fut>(what: &str, write_after: F)
+where
+    T: PartialOrd + std::fmt::Debug,
+    F: Fn(String, StoreOptions) -> Fut,
+    Fut: std::future::Future<Output = Option<(T, T)>>,
+{
+    let Some((after, lost)) = write_after(layer_prefix(), options()).await else {
+        return;
+    };
+    assert!(
+        after > lost,
+        "{what} {after:?} after the promotion, {lost:?} before it (lost): handed out twice"
+    );
+    let (after, lost) = write_after(layer_prefix(), options().without_epochs())
+        .await
+        .expect("MariaDB answered a moment ago");
+    assert_eq!(after, lost, "without epochs, the lost {what} again");
+}
+
+/// Drops a layer test's tables (and the epoch row's) and closes its store.
+async fn drop_layer(store: Store, prefix: &str) {
+    common::drop_prefixed(BackendKind::MySql, &mysql_url(), prefix)
+        .await
+        .expect("drop the test's tables");
+    store.close().await;
+}
+
+/// A table prefix of a test's own for a layer's tables and the epoch row.
+fn layer_prefix() -> String {
+    format!("el{}_", unique("").trim_start_matches('-').to_lowercase())
+}
+
+/// Consul's index on MariaDB, as etcd's revisions above: after a simulated lossy promotion (the
+/// old primary's last write lost, its index and key with it) the new primary's write gets an
+/// index above the lost one, so that a blocking query that saw it wakes for the new write.
+/// Returns the index of the write after the promotion and the one the lost write had.
+async fn consul_write_after_a_lossy_promotion(
+    prefix: &str,
+    options: StoreOptions,
+) -> Option<(u64, u64)> {
+    use tenure::consul::{Consul, PutMode, Request};
+    let store = mysql_store(prefix, options).await?;
+    let consul = Consul::new(store.clone());
+    let put = |key: &str| Request::Put {
+        key: key.to_string(),
+        value: b"v".to_vec(),
+        flags: 0,
+        mode: PutMode::Set { cas: None },
+    };
+    consul.request(&put("a"), "test").await.expect("put a");
+    let lost = consul
+        .request(&put("b"), "test")
+        .await
+        .expect("put b")
+        .index;
+    // The store's index and the keys' table index (rows 1 and 2) go back with the lost write.
+    raw_sql(
+        &store,
+        &format!("UPDATE {prefix}consul_index SET idx = idx - 1 WHERE id IN (1, 2)"),
+    )
+    .await;
+    raw_sql(
+        &store,
+        &format!("DELETE FROM {prefix}consul_kv WHERE kv_key = 'b'"),
+    )
+    .await;
+    promote(&store, prefix).await;
+
+    let after = consul
+        .request(&put("c"), "test")
+        .await
+        .expect("put c")
+        .index;
+    if after > lost {
+        // Within the new epoch, one more per write.
+        let next = consul.request(&put("d"), "test").await.expect("put d");
+        assert_eq!(next.index, after + 1);
+    }
+    drop_layer(store, prefix).await;
+    Some((after, lost))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_consul_indexes_begin_above_the_old_epoch() {
+    above_the_lost_one("index", |prefix, options| async move {
+        consul_write_after_a_lossy_promotion(&prefix, options).await
+    })
+    .await;
 }

@@ -178,6 +178,10 @@ impl Tx for Failing<'_> {
         self.call()?;
         self.tx.now().await
     }
+    async fn epoch(&mut self) -> Result<crate::model::Epoch> {
+        self.call()?;
+        self.tx.epoch().await
+    }
     async fn lease(
         &mut self,
         name: &str,

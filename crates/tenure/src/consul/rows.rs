@@ -180,6 +180,12 @@ impl<'t> ConsulTx<'t> {
         self.tx.now().await
     }
 
+    /// The floor of the epoch a writer's transaction writes in (read with its clock): the
+    /// lowest index the epoch hands out ([`Tx::epoch`](crate::backend::tx::Tx::epoch)).
+    pub(crate) async fn epoch_floor(&mut self) -> Result<u64> {
+        Ok(self.tx.epoch().await?.floor())
+    }
+
     /// Locks the index row until the end of the transaction and reads it (0 if new).
     pub(crate) async fn lock_index(&mut self) -> Result<u64> {
         self.s.index.lock(self.tx).await

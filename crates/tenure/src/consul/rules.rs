@@ -17,11 +17,13 @@ const KEY_LOCK: Purpose = Purpose::Election;
 /// default `tombstone_ttl`).
 const TOMBSTONE_TTL_MS: u64 = 15 * 60 * 1000;
 
-/// The index a writing request gives every row it changes: one more than the store's, taken
-/// the first time something changes; and which of Consul's tables (keys, sessions) changed, so
-/// that their table indexes move with it.
+/// The index a writing request gives every row it changes: one more than the store's (or, the
+/// first write of a new epoch of the database, the epoch's floor: a promoted replica's indexes
+/// lie above every index the old primary handed out, lost ones included), taken the first time
+/// something changes; and which of Consul's tables (keys, sessions) changed, so that their
+/// table indexes move with it.
 struct Writes {
-    before: u64,
+    next: u64,
     kvs: bool,
     sessions: bool,
 }
@@ -30,13 +32,13 @@ impl Writes {
     /// The index of a change to a key.
     fn kv(&mut self) -> u64 {
         self.kvs = true;
-        self.before + 1
+        self.next
     }
 
     /// The index of a session created or ended.
     fn session(&mut self) -> u64 {
         self.sessions = true;
-        self.before + 1
+        self.next
     }
 
     fn changed(&self) -> bool {
@@ -76,17 +78,18 @@ pub(crate) async fn run(tx: &mut ConsulTx<'_>, request: &Request, actor: &str) -
     }
     let before = tx.lock_index().await?;
     let now = tx.now().await?;
+    let next = (before + 1).max(tx.epoch_floor().await?);
     let mut w = Writes {
-        before,
+        next,
         kvs: false,
         sessions: false,
     };
     let reply = write(tx, request, now, &mut w, actor).await?;
     let index = if w.changed() {
-        tx.set_index(before + 1).await?;
-        tx.set_table_indexes(before + 1, w.kvs, w.sessions).await?;
+        tx.set_index(next).await?;
+        tx.set_table_indexes(next, w.kvs, w.sessions).await?;
         tx.notify().await?;
-        before + 1
+        next
     } else {
         before
     };

@@ -14,7 +14,9 @@
 //!   of keys — Put, DeleteRange, a Txn that writes, a Revoke, the reap of an ended lease —
 //!   locks first and moves by exactly one, writing its keys and its events at that revision in
 //!   the same transaction. Writers are serialized by that lock, so revisions are gapless and
-//!   commit in order: a reader that has seen revision N never later sees a commit below N.
+//!   commit in order: a reader that has seen revision N never later sees a commit below N. The
+//!   first write of a new epoch of the database (a promoted replica) takes the epoch's floor
+//!   instead, above every revision the old primary handed out, lost ones included.
 //!   A request that changes nothing (a delete of nothing, a Txn whose branch only reads, a
 //!   revoke of a lease without keys) leaves it, as etcd; so do reads, grants, keep-alives and
 //!   compactions.

@@ -164,9 +164,11 @@ impl<'t> EtcdTx<'t> {
 
     /// Locks the revision until the end of the transaction and moves it by one (in one
     /// statement where the engine has `UPDATE … RETURNING`): the revision this transaction
-    /// writes at, one above the one it found.
+    /// writes at, one above the one it found — or, the first write of a new epoch of the
+    /// database (a promoted replica), at the epoch's floor, above every revision the old
+    /// primary handed out, lost ones included.
     pub(crate) async fn bump_revision(&mut self) -> Result<i64> {
-        Ok(revision(self.s.revision.next(self.tx).await?)? + FIRST_REVISION)
+        Ok(revision(self.s.revision.next_in_epoch(self.tx).await?)? + FIRST_REVISION)
     }
 
     /// Reads the revision without a lock.

@@ -197,6 +197,11 @@ where
         Ok(clock.now)
     }
 
+    async fn epoch(&mut self) -> Result<crate::model::Epoch> {
+        self.now().await?;
+        Ok(self.clock.map(|clock| clock.epoch).unwrap_or_default())
+    }
+
     async fn lease(
         &mut self,
         name: &str,

@@ -2,6 +2,11 @@
 //! transaction of the layer takes first. Taking it serializes the layer's writers, so the
 //! values it hands out are gapless and commit in order: a reader that has seen N never later
 //! sees a commit below N (a key-value layer's index, a revision).
+//!
+//! A promotion can lose the old primary's last commits, and with them the last values the
+//! counter handed out: [`Counter::next_in_epoch`] starts a new epoch of the database at the
+//! epoch's floor, above every value the old primary could have handed out (as terms do in
+//! their [`Epoch`](crate::model::Epoch)), so that a value is never handed out twice.
 
 use super::ddl::{Column, Kind, Table};
 use super::int::{bigint, unsigned};
@@ -91,6 +96,28 @@ impl Counter {
     pub async fn set(&self, tx: &mut dyn Tx, value: u64) -> Result<()> {
         tx.execute(&self.set, &[Arg::Int(bigint("index", value)?)])
             .await
+    }
+
+    /// Locks it and moves it to the next value of the transaction's epoch: one more, or the
+    /// epoch's floor where that is higher (the first write after a promotion, whose new epoch
+    /// lies above every value the old primary handed out, lost commits included). The
+    /// transaction's clock is read after the lock (as [`Tx::now`] is for writers), and the
+    /// row is written twice only at the start of an epoch.
+    ///
+    /// Above every value of an earlier epoch as long as that epoch handed out fewer values than
+    /// the space between the floors: 2⁴⁰ per PostgreSQL timeline; on MySQL/MariaDB, fewer than
+    /// the microseconds its primary wrote for (the assumption terms make there).
+    ///
+    /// # Errors
+    /// As [`next`](Counter::next); reading the epoch's clock.
+    pub async fn next_in_epoch(&self, tx: &mut dyn Tx) -> Result<u64> {
+        let next = self.next(tx).await?;
+        let floor = tx.epoch().await?.floor();
+        if next >= floor {
+            return Ok(next);
+        }
+        self.set(tx, floor).await?;
+        Ok(floor)
     }
 
     /// Locks it and adds one: the value this transaction writes at.

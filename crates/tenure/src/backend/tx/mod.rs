@@ -48,7 +48,7 @@ pub mod int;
 mod topic;
 
 use crate::error::Result;
-use crate::model::{DbTime, Lease, Op, Standing};
+use crate::model::{DbTime, Epoch, Lease, Op, Standing};
 use crate::records::Applied;
 use async_trait::async_trait;
 
@@ -92,6 +92,10 @@ pub trait Tx: Send {
     fn prefix(&self) -> &str;
     /// The database's clock, read once per transaction.
     async fn now(&mut self) -> Result<DbTime>;
+    /// The epoch the transaction writes in, read with [`Tx::now`]'s clock (a body that does
+    /// not write, or a store with epochs off: [`Epoch::ZERO`]). A layer's counter starts a new
+    /// epoch at its floor ([`Counter::next_in_epoch`]), as terms do.
+    async fn epoch(&mut self) -> Result<Epoch>;
     /// `op` on the lease `name`, decided by the model under the row's lock at [`Tx::now`] —
     /// among the candidates of the name where a campaign has a `standing` — written with its
     /// history event (`actor`) and announcement.
