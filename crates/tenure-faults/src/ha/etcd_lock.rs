@@ -26,8 +26,8 @@
 //! with CLOCK_MONOTONIC times and revisions) are what still show them. The register's check
 //! covers the writes the database kept, which is all the database's readers will ever see. A
 //! lost holder and a later holder do work at the same time (the lost one's lock key is gone
-//! from the promoted replica, so the lock passes while it still runs): the fence refuses the
-//! lost holder's next write, but its writes acknowledged before the kill were in the old
+//! from the promoted replica, so the lock passes while it still runs): the lost holder's next
+//! write fails (its connection was to the old primary) or is refused by the fence, but its writes acknowledged before the kill were in the old
 //! primary only, and a resource outside the database that took them would have seen a lock
 //! whose state went back — etcd's own lock would be as lost with a lost etcd quorum.
 //! `docs/safety.md` says so.
