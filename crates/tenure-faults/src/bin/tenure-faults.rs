@@ -42,8 +42,9 @@ enum Command {
         /// spread-kill, spread-pause, etcd-lock-kill, etcd-lock-pause, etcd-serve-kill,
         /// etcd-unfenced; with `--profile ha`: kill-primary, switchover,
         /// partition, lossy-failover, lossy-failover-async, lossy-failover-async-no-epochs,
-        /// mariadb-async-failover, mariadb-async-failover-no-epochs, galera-kill-primary,
-        /// galera-switchover, galera-partition, standby, read-only, galera-spread).
+        /// etcd-lock-failover-async, mariadb-async-failover, mariadb-async-failover-no-epochs,
+        /// galera-kill-primary, galera-switchover, galera-partition, standby, read-only,
+        /// galera-spread).
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
         /// The seed of the nemesis's choices (random if not given; printed either way).
@@ -353,7 +354,7 @@ async fn run_ha(seed: u64, only: &[String], ttl: Duration, nodes: usize) -> Exit
     let mut runnable = Vec::new();
     let mut lacking = false;
     for s in chosen {
-        let missing = ha::missing(s.cluster);
+        let missing = s.missing();
         if missing.is_empty() {
             runnable.push(s.id());
         } else {

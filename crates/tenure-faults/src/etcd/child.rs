@@ -5,6 +5,9 @@
 //! record the refusal), then the register row locked, its next sequence number taken and the
 //! write appended to the history table. The negative control runs without the fence.
 //!
+//! Each write's end is also appended to the holders' own log ([`HOLDERS_LOG`]), outside the
+//! database: what the `ha` profile's failover scenario checks when the database loses commits.
+//!
 //! While it works between the two writes, a file `working-<client>` names it: the nemesis
 //! strikes holders there (outside any transaction: a holder stopped inside one would keep
 //! SQLite's write lock, or on a server the key's row, from everyone).
@@ -151,7 +154,7 @@ macro_rules! write_on {
 }
 
 /// A connection of the child's engine (or the runner's: `db.rs`).
-pub(super) enum Conn {
+pub(crate) enum Conn {
     Postgres(sqlx::PgConnection),
     MySql(sqlx::MySqlConnection),
     Sqlite(sqlx::SqliteConnection),
@@ -212,6 +215,7 @@ pub async fn run(c: ChildConfig) -> Result<Written, String> {
     let key = key.as_bytes();
     let refused = |e: sqlx::Error, phase: &str| format!("{phase} write at revision {rev}: {e}");
     let start = conn.write(&s, &c, key, rev, "start").await;
+    note(&c, rev, "start", &start);
     if start.map_err(|e| refused(e, "start"))? == Written::Refused {
         return Ok(Written::Refused);
     }
@@ -221,5 +225,33 @@ pub async fn run(c: ChildConfig) -> Result<Written, String> {
     // Gone before the transaction begins: a holder the nemesis found working is outside one.
     let _ = std::fs::remove_file(&working);
     let stop = conn.write(&s, &c, key, rev, "stop").await;
+    note(&c, rev, "stop", &stop);
     stop.map_err(|e| refused(e, "stop"))
+}
+
+/// The holders' own log, outside the database (`holders.tsv`): one line per write as its
+/// command saw it end — CLOCK_MONOTONIC (ns), holder, revision, phase, and `committed`,
+/// `refused` or `error` — appended in one `write` (a line of this size is never interleaved).
+/// A write the database later loses (a failover) stays here.
+pub const HOLDERS_LOG: &str = "holders.tsv";
+
+fn note(c: &ChildConfig, rev: i64, phase: &str, result: &Result<Written, sqlx::Error>) {
+    use std::io::Write;
+    let outcome = match result {
+        Ok(Written::Committed) => "committed",
+        Ok(Written::Refused) => "refused",
+        Err(_) => "error",
+    };
+    let line = format!(
+        "{}\t{}\t{rev}\t{phase}\t{outcome}\n",
+        crate::clock::now_ns(),
+        c.holder
+    );
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(c.dir.join(HOLDERS_LOG));
+    if let Ok(mut file) = file {
+        let _ = file.write_all(line.as_bytes());
+    }
 }

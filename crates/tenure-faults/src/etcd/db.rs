@@ -7,7 +7,7 @@ use sqlx::Row;
 use tenure::BackendKind;
 
 /// The last committed write, if any: (seq, holder, revision).
-pub(super) type Last = Option<(i64, String, i64)>;
+pub(crate) type Last = Option<(i64, String, i64)>;
 
 macro_rules! on_each {
     ($self:expr, $conn:ident => $body:expr) => {
@@ -21,7 +21,7 @@ macro_rules! on_each {
 
 impl Conn {
     /// Opens a connection of the runner (a SQLite file is created if missing).
-    pub(super) async fn admin(url: &str) -> Result<(Conn, BackendKind), String> {
+    pub(crate) async fn admin(url: &str) -> Result<(Conn, BackendKind), String> {
         Conn::open(url, true)
             .await
             .map_err(|e| format!("{url}: {e}"))
@@ -33,7 +33,7 @@ impl Conn {
     }
 
     /// Creates the tables of `table`.
-    pub(super) async fn create(&mut self, kind: BackendKind, table: &str) -> Result<(), String> {
+    pub(crate) async fn create(&mut self, kind: BackendKind, table: &str) -> Result<(), String> {
         for sql in child::setup_sql(kind, table) {
             self.execute(&sql).await?;
         }
@@ -41,14 +41,14 @@ impl Conn {
     }
 
     /// Drops the tables of `table`.
-    pub(super) async fn drop_tables(&mut self, table: &str) -> Result<(), String> {
+    pub(crate) async fn drop_tables(&mut self, table: &str) -> Result<(), String> {
         for t in child::tables(table) {
             self.execute(&format!("DROP TABLE {t}")).await?;
         }
         Ok(())
     }
 
-    pub(super) async fn last(&mut self, table: &str) -> Result<Last, String> {
+    pub(crate) async fn last(&mut self, table: &str) -> Result<Last, String> {
         let sql = format!("SELECT seq, holder, rev FROM {table}_hist ORDER BY seq DESC LIMIT 1");
         let row = on_each!(self, c => sqlx::query(&sql)
             .fetch_optional(&mut *c)
@@ -58,8 +58,17 @@ impl Conn {
         Ok(row)
     }
 
+    /// The highest revision `tenure serve`'s etcd has handed out on this database (its
+    /// revision counter, `tenure_etcd_revision`, holds the current revision less one).
+    pub(crate) async fn revision(&mut self) -> Result<i64, String> {
+        let sql = "SELECT idx FROM tenure_etcd_revision WHERE id = 1";
+        let idx: i64 = on_each!(self, c => sqlx::query_scalar(sql).fetch_one(&mut *c).await)
+            .map_err(|e| format!("{sql}: {e}"))?;
+        Ok(idx + 1)
+    }
+
     /// Every committed write, and how many writes the fence refused.
-    pub(super) async fn history(&mut self, table: &str) -> Result<(Vec<Write>, usize), String> {
+    pub(crate) async fn history(&mut self, table: &str) -> Result<(Vec<Write>, usize), String> {
         let sql = format!("SELECT seq, holder, rev, phase FROM {table}_hist ORDER BY seq");
         let writes: Vec<Write> = on_each!(self, c => {
             let rows = sqlx::query(&sql).fetch_all(&mut *c).await;

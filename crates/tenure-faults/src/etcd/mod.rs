@@ -13,7 +13,7 @@
 pub mod check;
 pub mod child;
 pub mod clients;
-mod db;
+pub(crate) mod db;
 mod nemesis;
 pub mod serve;
 
@@ -30,7 +30,7 @@ use std::time::Duration;
 use tenure::BackendKind;
 
 /// How long each holder's command works between its two writes.
-const WORK: Duration = Duration::from_millis(800);
+pub(crate) const WORK: Duration = Duration::from_millis(800);
 
 /// What an etcd scenario needs and this machine lacks.
 pub fn missing() -> Vec<String> {
@@ -48,7 +48,7 @@ pub fn missing() -> Vec<String> {
 }
 
 /// The statement `tenure fence-sql --etcd` prints for `url`'s database.
-fn fence_sql(bin: &Path, url: &str) -> Result<String, String> {
+pub(crate) fn fence_sql(bin: &Path, url: &str) -> Result<String, String> {
     let out = std::process::Command::new(bin)
         .args(["--database-url", url, "fence-sql", "--etcd"])
         .output()

@@ -85,6 +85,24 @@ async fn run(scenario: &HaScenario, settings: &Settings, seed: u64) -> HaOutcome
     outcome
 }
 
+/// Builds the scenario's cluster. The cluster is the stage, not what is tested: a build that
+/// fails (a state transfer that did not finish, say) is tried once more, and said.
+async fn build(
+    scenario: &HaScenario,
+    dir: &std::path::Path,
+    outcome: &mut HaOutcome,
+) -> Result<Database, String> {
+    match Database::start(scenario.cluster, &dir.join("cluster-1")).await {
+        Ok(db) => Ok(db),
+        Err(e) => {
+            outcome.notes.push(format!(
+                "the first cluster build failed ({e}); its logs are in cluster-1; built again"
+            ));
+            Database::start(scenario.cluster, &dir.join("cluster")).await
+        }
+    }
+}
+
 async fn drive(
     scenario: &HaScenario,
     settings: &Settings,
@@ -98,17 +116,11 @@ async fn drive(
         return super::on_tenure::drive(dcs, &dir.join("cluster"), outcome).await;
     }
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    // The cluster is the stage, not what is tested: a build that fails (a state transfer that
-    // did not finish, say) is tried once more, and said.
-    let mut db = match Database::start(scenario.cluster, &dir.join("cluster-1")).await {
-        Ok(db) => db,
-        Err(e) => {
-            outcome.notes.push(format!(
-                "the first cluster build failed ({e}); its logs are in cluster-1; built again"
-            ));
-            Database::start(scenario.cluster, &dir.join("cluster")).await?
-        }
-    };
+    let mut db = build(scenario, dir, outcome).await?;
+    if scenario.fault == DbFault::EtcdLock {
+        // etcdctl lock on tenure serve: no tenure nodes, holders of etcd's lock recipe.
+        return super::etcd_lock::drive(settings, seed, &mut db, dir, outcome).await;
+    }
     let admin = db.admin_url();
     dbserver::prepare(db.kind(), &admin).await?;
     let url = dbserver::suite_url(&admin)?;

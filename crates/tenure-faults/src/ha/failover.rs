@@ -122,7 +122,11 @@ pub(super) async fn fail_over(
         }
         (
             _,
-            fault @ (DbFault::Standby | DbFault::ReadOnly | DbFault::Spread | DbFault::OnTenure),
+            fault @ (DbFault::Standby
+            | DbFault::ReadOnly
+            | DbFault::Spread
+            | DbFault::OnTenure
+            | DbFault::EtcdLock),
         ) => {
             return Err(format!("{fault:?} is not a failover scenario"));
         }

@@ -15,6 +15,9 @@
 //!   nodes started, the fault driven by `failover`, [`readonly`] or [`spread`], the history
 //!   checked.
 //! - `failover`: the failover scenarios (kill, switchover, partition, lossy failover).
+//! - `etcd_lock`: the etcd workload (`etcdctl lock` on `tenure serve`) through an asynchronous
+//!   Patroni failover that loses commits; [`etcd_revisions`]: what it checks beyond the
+//!   register.
 //! - `on_tenure`: Patroni *on* tenure: a cluster whose DCS is `tenure serve` ([`dcs`]).
 //! - [`readonly`]: never lead from a read-only server (a Patroni replica, a MariaDB with
 //!   `read_only`).
@@ -30,6 +33,8 @@ pub mod cluster;
 mod database;
 pub mod dcs;
 mod drive;
+mod etcd_lock;
+pub mod etcd_revisions;
 mod failover;
 pub mod galera;
 mod on_tenure;

@@ -43,6 +43,12 @@ pub enum DbFault {
     /// serve`, and the tour (bootstrap, idle, switchover, the leader killed, `tenure serve`
     /// killed and restarted) must never show two running primaries.
     OnTenure,
+    /// `etcdctl lock` holders against `tenure serve --etcd-listen` on the database, each
+    /// holder's command writing a register under the lock's fence (`etcd_lock.rs`): the WAL
+    /// stream cut, a lock taken and written under on the primary alone, the primary's clients
+    /// cut and it killed, a replica promoted that lost those commits. The register's kept
+    /// writes must never go down in revision, and no revision may be handed out twice.
+    EtcdLock,
 }
 
 /// The database cluster a scenario builds.
@@ -137,6 +143,11 @@ pub const ALL: &[HaScenario] = &[
         ClusterKind::MariaDbAsync,
     )
     .without_epochs(),
+    HaScenario::new(
+        "etcd-lock-failover",
+        DbFault::EtcdLock,
+        ClusterKind::PatroniAsync,
+    ),
     HaScenario::new("kill-primary", DbFault::KillPrimary, ClusterKind::Galera),
     HaScenario::new("switchover", DbFault::Switchover, ClusterKind::Galera),
     HaScenario::new("partition", DbFault::Partition, ClusterKind::Galera),
@@ -267,6 +278,18 @@ impl HaOutcome {
     }
 }
 
+impl HaScenario {
+    /// What this scenario needs and this machine lacks: its cluster's tools, and for the etcd
+    /// workload etcdctl and the tenure command.
+    pub fn missing(&self) -> Vec<String> {
+        let mut lacking = missing(self.cluster);
+        if self.fault == DbFault::EtcdLock {
+            lacking.extend(crate::etcd::missing());
+        }
+        lacking
+    }
+}
+
 /// What the scenarios of `kind` need and this machine lacks.
 pub fn missing(kind: ClusterKind) -> Vec<String> {
     match kind {
@@ -370,5 +393,6 @@ mod tests {
             "every control runs without epochs, and only the controls do"
         );
         assert!(ids.contains(&"galera-kill-primary".to_string()));
+        assert!(ids.contains(&"etcd-lock-failover-async".to_string()));
     }
 }
