@@ -344,4 +344,22 @@ mod tests {
         assert!(err.message.contains("ttl (10s)"), "{}", err.message);
         assert!(check_timing(&timing, Duration::ZERO).is_err());
     }
+
+    /// The wait after a graceful release lasts `LINGER_AFTER_RELEASE` with no signal, and
+    /// ends with a signal, which it returns (the caller then stops instead of campaigning
+    /// again).
+    #[tokio::test]
+    async fn a_signal_ends_the_wait_after_a_release() {
+        let mut signals = Signals::new().expect("signal handlers");
+        let start = Instant::now();
+        assert_eq!(linger_after_release(&mut signals).await, None);
+        assert!(start.elapsed() >= LINGER_AFTER_RELEASE);
+
+        // Handled by the streams above (tokio's handler), so it does not end the test.
+        nix::sys::signal::raise(Signal::SIGHUP).expect("raise");
+        assert_eq!(
+            linger_after_release(&mut signals).await,
+            Some(Signal::SIGHUP)
+        );
+    }
 }
