@@ -195,7 +195,7 @@ async fn etcd_write_after_a_lossy_promotion(
     prefix: &str,
     options: StoreOptions,
 ) -> Option<(i64, i64)> {
-    use tenure::etcd::proto::etcdserverpb::PutRequest;
+    use tenure::etcd::proto::etcdserverpb::{DeleteRangeRequest, PutRequest, RangeRequest};
     use tenure::etcd::Etcd;
     let store = mysql_store(prefix, options).await?;
     let etcd = Etcd::new(store.clone());
@@ -224,6 +224,26 @@ async fn etcd_write_after_a_lossy_promotion(
     )
     .await;
     promote(&store, prefix).await;
+
+    // A write that changes nothing (a delete of no key) leaves the revision, also as the first
+    // write of the new epoch; so does a Txn that only reads.
+    let header = |h: Option<tenure::etcd::proto::etcdserverpb::ResponseHeader>| {
+        h.expect("a header").revision
+    };
+    let nothing = DeleteRangeRequest {
+        key: b"missing".to_vec(),
+        ..DeleteRangeRequest::default()
+    };
+    let deleted = etcd.delete_range(&nothing).await.expect("delete nothing");
+    assert_eq!(header(deleted.header), lost - 1, "a delete of nothing");
+    let read = etcd
+        .range(&RangeRequest {
+            key: b"a".to_vec(),
+            ..RangeRequest::default()
+        })
+        .await
+        .expect("range");
+    assert_eq!(header(read.header), lost - 1, "the revision after it");
 
     let after = revision(etcd.put(&put("c")).await.expect("put c"));
     // Read on from the revision after the lost one, as a watcher that saw it does.

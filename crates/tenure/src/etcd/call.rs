@@ -215,10 +215,10 @@ impl Body for Run<'_> {
 /// as it is locked (the common case, in one statement where the engine allows), and set again
 /// at the end only when the write changed nothing (back) or wrote several revisions (a reap).
 async fn write_keys(tx: &mut EtcdTx<'_>, call: Call<'_>) -> Result<Reply> {
-    let base = tx.bump_revision().await? - 1;
+    let (found, at) = tx.bump_revision().await?;
     // The clock, after the lock (and checking that the server takes writes).
     let now = tx.now().await?;
-    let mut w = Writing::at(base);
+    let mut w = Writing::at(found, at);
     let reply = match call {
         Call::Put(p) => {
             check_put(tx, p).await?;
@@ -239,11 +239,13 @@ async fn write_keys(tx: &mut EtcdTx<'_>, call: Call<'_>) -> Result<Reply> {
         }
         _ => unreachable!("a write of keys"),
     };
+    // Back to the revision it found when it changed nothing; past `at` after a reap of
+    // several revisions.
     let revision = w.seen();
-    if revision != base + 1 {
+    if revision != at {
         tx.set_revision(revision).await?;
     }
-    if revision > base {
+    if revision > found {
         tx.notify().await?;
     }
     Ok(reply)
@@ -259,7 +261,7 @@ async fn read_keys(tx: &mut EtcdTx<'_>, call: Call<'_>, locked: bool) -> Result<
     let floor = floor_for(tx, call).await?;
     let reply = match call {
         Call::Range(r) => Reply::Range(range(tx, r, seen, floor).await?),
-        Call::Txn(t) => Reply::Txn(txn(tx, &mut Writing::at(seen), t, floor).await?),
+        Call::Txn(t) => Reply::Txn(txn(tx, &mut Writing::reading(seen), t, floor).await?),
         Call::Overview(limit) => Reply::Overview(overview::read(tx, seen, limit).await?),
         _ => unreachable!("a read of keys"),
     };

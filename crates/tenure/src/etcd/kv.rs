@@ -24,19 +24,33 @@ pub(super) fn header(revision: i64) -> Option<ResponseHeader> {
     })
 }
 
-/// A writing transaction's revisions: it locked revision `base`; its changes are at
-/// `base + 1`, numbered in the order made. A transaction that writes several revisions (a
-/// reap of several leases) closes one with [`next`](Writing::next) before the next.
+/// A writing transaction's revisions: it found (and locked) revision `found`; its changes are
+/// at `base + 1` — `found + 1`, or a new epoch's floor — numbered in the order made. A
+/// transaction that writes several revisions (a reap of several leases) closes one with
+/// [`next`](Writing::next) before the next.
 #[derive(Debug)]
 pub(super) struct Writing {
+    found: i64,
+    first: i64,
     base: i64,
     seq: i64,
 }
 
 impl Writing {
-    /// A transaction that found (and locked, if it writes) revision `base`.
-    pub(super) fn at(base: i64) -> Writing {
-        Writing { base, seq: 0 }
+    /// A transaction that found (and locked, if it writes) revision `found` and writes at
+    /// `at`.
+    pub(super) fn at(found: i64, at: i64) -> Writing {
+        Writing {
+            found,
+            first: at,
+            base: at - 1,
+            seq: 0,
+        }
+    }
+
+    /// A transaction that reads at revision `seen` (a Txn whose branch only reads).
+    pub(super) fn reading(seen: i64) -> Writing {
+        Writing::at(seen, seen + 1)
     }
 
     /// The revision its changes are at.
@@ -44,10 +58,13 @@ impl Writing {
         self.base + 1
     }
 
-    /// The revision a read in it sees: with its changes so far.
+    /// The revision a read in it sees: with its changes so far (the one it found, before the
+    /// first).
     pub(super) fn seen(&self) -> i64 {
         if self.seq > 0 {
             self.base + 1
+        } else if self.base + 1 == self.first {
+            self.found
         } else {
             self.base
         }

@@ -163,12 +163,16 @@ impl<'t> EtcdTx<'t> {
     }
 
     /// Locks the revision until the end of the transaction and moves it by one (in one
-    /// statement where the engine has `UPDATE … RETURNING`): the revision this transaction
-    /// writes at, one above the one it found — or, the first write of a new epoch of the
-    /// database (a promoted replica), at the epoch's floor, above every revision the old
-    /// primary handed out, lost ones included.
-    pub(crate) async fn bump_revision(&mut self) -> Result<i64> {
-        Ok(revision(self.s.revision.next_in_epoch(self.tx).await?)? + FIRST_REVISION)
+    /// statement where the engine has `UPDATE … RETURNING`): the revision it found, and the
+    /// one this transaction writes at — one above, or, the first write of a new epoch of the
+    /// database (a promoted replica), the epoch's floor, above every revision the old primary
+    /// handed out, lost ones included.
+    pub(crate) async fn bump_revision(&mut self) -> Result<(i64, i64)> {
+        let (found, next) = self.s.revision.next_in_epoch(self.tx).await?;
+        Ok((
+            revision(found)? + FIRST_REVISION,
+            revision(next)? + FIRST_REVISION,
+        ))
     }
 
     /// Reads the revision without a lock.

@@ -102,7 +102,8 @@ impl Counter {
     /// epoch's floor where that is higher (the first write after a promotion, whose new epoch
     /// lies above every value the old primary handed out, lost commits included). The
     /// transaction's clock is read after the lock (as [`Tx::now`] is for writers), and the
-    /// row is written twice only at the start of an epoch.
+    /// row is written twice only at the start of an epoch. Returns the value it found and
+    /// the one it moved to (a write that then changes nothing sets the found one back).
     ///
     /// Above every value of an earlier epoch as long as that epoch handed out fewer values than
     /// the space between the floors: 2⁴⁰ per PostgreSQL timeline; on MySQL/MariaDB, fewer than
@@ -110,14 +111,16 @@ impl Counter {
     ///
     /// # Errors
     /// As [`next`](Counter::next); reading the epoch's clock.
-    pub async fn next_in_epoch(&self, tx: &mut dyn Tx) -> Result<u64> {
+    pub async fn next_in_epoch(&self, tx: &mut dyn Tx) -> Result<(u64, u64)> {
         let next = self.next(tx).await?;
+        // `next` is at least 1: one more than the value it found.
+        let found = next - 1;
         let floor = tx.epoch().await?.floor();
         if next >= floor {
-            return Ok(next);
+            return Ok((found, next));
         }
         self.set(tx, floor).await?;
-        Ok(floor)
+        Ok((found, floor))
     }
 
     /// Locks it and adds one: the value this transaction writes at.
