@@ -2,7 +2,6 @@
 //! a temporary directory under /tmp (removed when it stops).
 
 use super::etcdctl_at;
-use crate::support::serve::http;
 use crate::support::{under_ci, wait_for_exit};
 use std::net::{SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt;
@@ -131,12 +130,20 @@ pub(crate) fn free_port() -> SocketAddr {
     listener.local_addr().expect("local address")
 }
 
-/// Whether `GET /health` answers `{"health":"true"}`.
+/// Whether `GET /health` answers 200 with `{"health":"true"}`. An etcd still starting may
+/// accept the connection and close it without an answer: not yet healthy (asked again).
 fn healthy(addr: SocketAddr) -> bool {
-    let Ok(stream) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200))
+    else {
         return false;
     };
-    drop(stream);
-    let reply = http(addr, "GET", "/health", &[], b"");
-    reply.status == 200 && reply.text().contains("true")
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let request = format!("GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let mut answer = Vec::new();
+    if stream.write_all(request.as_bytes()).is_err() || stream.read_to_end(&mut answer).is_err() {
+        return false;
+    }
+    let answer = String::from_utf8_lossy(&answer);
+    answer.starts_with("HTTP/1.1 200") && answer.contains(r#""health":"true""#)
 }
