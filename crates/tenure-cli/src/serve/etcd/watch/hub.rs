@@ -10,11 +10,23 @@
 //! subscribes first and reads [`Hub::position`] after, so that every batch past the position
 //! reaches it; what lies before (a watch from the past) it reads from the log itself. One
 //! that falls behind the feed's buffer reads from the log too, and joins again.
+//!
+//! **A history that lost revisions.** An asynchronous failover of the database can lose its
+//! last commits: revisions this hub read and published may never have happened on the
+//! promoted server, and the next write there begins a new epoch far above them. A watcher
+//! that saw them, or waits for an event of a key that only they held (an `etcdctl lock`
+//! waiter watching the deletion of a lost key), would wait for ever. The hub notices when the
+//! database's revision lies below the position it published, or when new revisions begin
+//! past a gap and the log no longer holds that position; it then sends
+//! [`Batch::diverged`], on which every watcher ends with etcd's compacted cancel at the first
+//! revision of the new history (clients watch again from there, or fail the wait, as after a
+//! compaction), and goes on from the database's history.
 
+use super::watcher::revision_of;
 use crate::serve::metrics;
 use std::sync::Arc;
 use std::time::Duration;
-use tenure::etcd::{Error, Etcd, TOPIC};
+use tenure::etcd::{Error, Etcd, Events, TOPIC};
 use tenure::Topic;
 use tenure_etcd_proto::mvccpb::Event;
 use tokio::sync::{broadcast, watch};
@@ -32,6 +44,10 @@ pub(super) struct Batch {
     /// The events of these revisions were compacted before the hub read them: a watcher
     /// that needs them reads the log itself (and learns the floor).
     pub lost: bool,
+    /// The database's history no longer holds revisions the hub published (a failover lost
+    /// them): every watcher ends, cancelled as compacted at this revision, the first one of
+    /// the new history it has not seen.
+    pub diverged: Option<i64>,
 }
 
 /// The hub's handle. Cheap to clone.
@@ -106,6 +122,26 @@ async fn read_new(
         let batch = match etcd.events(from, b"\0", b"\0", READ_LIMIT).await {
             Ok(run) => {
                 metrics::etcd_revisions(run.revision, run.floor);
+                let first = run.events.first().map(revision_of);
+                let resume = match diverged(etcd, through, &run, first).await {
+                    Check::Whole => None,
+                    Check::Diverged(resume) => Some(resume),
+                    // Asked again at the next read.
+                    Check::Unknown => return through,
+                };
+                if let Some(resume) = resume {
+                    // Every watcher ends; the hub follows the database's history from the
+                    // revision before the new one on.
+                    let _ = feed.send(Arc::new(Batch {
+                        through: resume - 1,
+                        events: Vec::new(),
+                        lost: false,
+                        diverged: Some(resume),
+                    }));
+                    published.send_replace(resume - 1);
+                    through = resume - 1;
+                    continue;
+                }
                 if run.through < from {
                     return through;
                 }
@@ -114,6 +150,7 @@ async fn read_new(
                     through: run.through,
                     events: run.events,
                     lost: false,
+                    diverged: None,
                 };
                 (batch, done)
             }
@@ -124,6 +161,7 @@ async fn read_new(
                     through: floor - 1,
                     events: Vec::new(),
                     lost: true,
+                    diverged: None,
                 },
                 false,
             ),
@@ -139,6 +177,58 @@ async fn read_new(
         published.send_replace(through);
         if done {
             return through;
+        }
+    }
+}
+
+/// What [`diverged`] found.
+enum Check {
+    /// The database's history holds every revision the hub published.
+    Whole,
+    /// It lost some: the first revision of the new history after the ones both share, where
+    /// watchers may watch again.
+    Diverged(i64),
+    /// The log could not be read to tell.
+    Unknown,
+}
+
+/// Whether the database's history lost revisions the hub published through `through`: its
+/// revision lies below it, or the new revisions begin past a gap (`first`, a new epoch) and
+/// the log no longer holds `through`.
+async fn diverged(etcd: &Etcd, through: i64, run: &Events, first: Option<i64>) -> Check {
+    if through <= 0 {
+        return Check::Whole;
+    }
+    if run.revision < through {
+        tracing::warn!(
+            published = through,
+            revision = run.revision,
+            "etcd watch hub: the database's revision went back below what this server published \
+             (a failover lost commits): every watch is cancelled as compacted"
+        );
+        return Check::Diverged(run.revision + 1);
+    }
+    let Some(first) = first.filter(|&first| first > through + 1) else {
+        return Check::Whole;
+    };
+    // A gap: a new epoch began. The history is whole if the log still holds `through`.
+    match etcd.events(through, b"\0", b"\0", 1).await {
+        Ok(at) if at.events.first().map(revision_of) == Some(through) => Check::Whole,
+        // Compacted past it meanwhile: nothing to compare, and nothing lost that a compacted
+        // watcher would not learn anyway.
+        Err(Error::Compacted { .. }) => Check::Whole,
+        Ok(_) => {
+            tracing::warn!(
+                published = through,
+                next = first,
+                "etcd watch hub: the database's log no longer holds a revision this server \
+                 published (a failover lost commits): every watch is cancelled as compacted"
+            );
+            Check::Diverged(first)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "etcd watch hub: reading the log failed");
+            Check::Unknown
         }
     }
 }

@@ -117,7 +117,7 @@ impl Watch {
 }
 
 /// The revision an event happened at.
-fn revision_of(event: &Event) -> i64 {
+pub(super) fn revision_of(event: &Event) -> i64 {
     event.kv.as_ref().map_or(0, |kv| kv.mod_revision)
 }
 
@@ -152,13 +152,7 @@ pub(super) async fn run(room: Room, watch: Watch, mut next: i64, outbox: Outbox<
                     watch.sent.store(next - 1, Ordering::Relaxed);
                 }
                 Err(Error::Compacted { floor }) => {
-                    let cancel = WatchResponse {
-                        watch_id: watch.id,
-                        canceled: true,
-                        compact_revision: floor,
-                        ..WatchResponse::default()
-                    };
-                    let _ = outbox.send(cancel).await;
+                    let _ = outbox.send(compacted(watch.id, floor)).await;
                     return;
                 }
                 Err(e) => {
@@ -183,6 +177,12 @@ pub(super) async fn run(room: Room, watch: Watch, mut next: i64, outbox: Outbox<
                 continue;
             }
         };
+        if let Some(resume) = batch.diverged {
+            // The database lost revisions this server published (see the hub): what this
+            // watcher sent or waits for may never have happened there.
+            let _ = outbox.send(compacted(watch.id, resume)).await;
+            return;
+        }
         if batch.through < next {
             continue;
         }
@@ -205,6 +205,16 @@ pub(super) async fn run(room: Room, watch: Watch, mut next: i64, outbox: Outbox<
         }
         next = batch.through + 1;
         watch.sent.store(batch.through, Ordering::Relaxed);
+    }
+}
+
+/// etcd's compacted cancel of watch `id`: it may watch again from `floor`.
+fn compacted(id: i64, floor: i64) -> WatchResponse {
+    WatchResponse {
+        watch_id: id,
+        canceled: true,
+        compact_revision: floor,
+        ..WatchResponse::default()
     }
 }
 
