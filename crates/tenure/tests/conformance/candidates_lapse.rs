@@ -24,10 +24,10 @@ fn timing(ttl_ms: u64, renew_ms: u64, db_timeout_ms: u64) -> Timing {
 /// target's cadence would last the lease's ttl: 30 s, far beyond the bound below even with a
 /// loaded machine's slack, so a kept reservation cannot pass for slowness.
 const LEADER: (u64, u64, u64) = (30_000, 500, 400);
-/// What the bound allows beyond the two cadences: statements that a machine busy with other
-/// tests slows past the leader's 400 ms database timeout fail and are tried again a renew
-/// interval later (CI once saw the leader lead again 8.5 s after b was last seen, when the
-/// reservation was 6 s long; alone it takes about 2 s).
+/// What the bound allows beyond the two cadences, for a machine busy with other tests (the
+/// leader's statements time out after 400 ms and are tried again a renew interval later). A
+/// whole-suite run once saw the leader lead again 8.5 s after b was last seen, when the lease
+/// and so a kept reservation were 6 s long (cause not found); alone it takes about 2 s.
 const SLACK: Duration = Duration::from_secs(10);
 /// The better candidate: a 20 s registration, campaigning every 1 s at most (cadence 1.8 s).
 const BETTER: (u64, u64, u64) = (20_000, 1_000, 800);
