@@ -115,11 +115,34 @@ pub(crate) async fn candidates_register_follow_and_leave(store: Store) {
     watcher.shutdown().await;
 }
 
+/// The lowest candidate holds off while the middle one campaigns, that is while the middle one
+/// was seen within its cadence (its renew interval plus its database timeout); a middle one
+/// later than that may rightly be passed over. With the default timing of a 2 s ttl a follower
+/// campaigns every 500-600 ms against a cadence of 900 ms, and CI's loaded MariaDB once let
+/// the lowest lead: a late campaign, not a wrong rule. This test's timing keeps a 4 s ttl, a
+/// follower's campaign every 500-600 ms and a 2 s database timeout: a cadence of 2.5 s, which
+/// no scheduling stall of a loaded machine reaches, while a rule that let the lowest take a
+/// lease the middle one waits for fails it whenever the lowest campaigns first.
 pub(crate) async fn failover_picks_the_best_live_candidate(store: Store) {
     let name = unique("best-live");
-    let low = spawn(&store, &name, "low", 1);
-    let mid = spawn(&store, &name, "mid", 2);
-    let high = spawn(&store, &name, "high", 3);
+    let timing = Timing::builder()
+        .ttl(Duration::from_secs(4))
+        .renew_interval(Duration::from_millis(500))
+        .db_timeout(Duration::from_secs(2))
+        .safety_margin(Duration::from_millis(400))
+        .build()
+        .unwrap();
+    let spawn = |id: &str, priority: i32| {
+        Elector::builder(store.clone(), &name)
+            .candidate(id)
+            .priority(priority)
+            .timing(timing)
+            .spawn()
+            .unwrap()
+    };
+    let low = spawn("low", 1);
+    let mid = spawn("mid", 2);
+    let high = spawn("high", 3);
     let all = [("low", &low), ("mid", &mid), ("high", &high)];
     let first = until_leads(&all, "high", Duration::from_secs(15)).await;
     // On a loaded machine a first leader's renewals may have failed until its lease expired:
@@ -151,9 +174,11 @@ pub(crate) async fn failover_picks_the_best_live_candidate(store: Store) {
         }
     });
     let rest = [("low", &low), ("mid", &mid)];
-    let next = until_leads(&rest, "mid", Duration::from_millis(TTL_MS * 3)).await;
+    // The lease expires a ttl after the last renewal at most; the bound is generous (an event
+    // is awaited, not a time measured).
+    let next = until_leads(&rest, "mid", timing.ttl() * 4).await;
     assert!(next > first);
-    sleep(Duration::from_millis(TTL_MS)).await;
+    sleep(timing.renew_interval() * 2).await;
     low.shutdown().await;
     assert!(
         low_never_led.await.unwrap(),
