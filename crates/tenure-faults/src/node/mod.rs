@@ -26,6 +26,10 @@ use tenure::{Elector, LeaderGuard, Timing};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::Layer;
 
+/// The "work" of each operation of the runner's nodes, between the check of the guard and the
+/// write: the window a pause lands in (`runner::nemesis`).
+pub const WORK: Duration = Duration::from_millis(200);
+
 /// What a node needs to know.
 #[derive(Clone, Debug)]
 pub struct NodeConfig {

@@ -211,6 +211,7 @@ impl Cluster {
             .arg(&events)
             .args(["--ttl-ms", &self.settings.ttl.as_millis().to_string()])
             .args(["--table", &self.table])
+            .args(["--work-ms", &crate::node::WORK.as_millis().to_string()])
             .arg("--stop-file")
             .arg(self.stop_file(&id))
             .args(["--priority", &self.priority_of(slot).to_string()])

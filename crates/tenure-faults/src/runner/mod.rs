@@ -156,6 +156,13 @@ async fn drive(
             nemesis.pauses_retried
         ));
     }
+    if nemesis.pauses_late > 0 {
+        outcome.notes.push(format!(
+            "{} pauses took hold too late to be sure both writes were still to come, and were \
+             undone and retried",
+            nemesis.pauses_late
+        ));
+    }
     outcome.issued = history
         .iter()
         .filter(|e| matches!(e.kind, crate::event::Kind::OpIssued { .. }))

@@ -2,8 +2,10 @@
 //! `fault_end` in the nemesis history, undoes its fault, and waits for a leader again.
 
 use super::cluster::Cluster;
+use crate::clock;
 use crate::dbserver;
 use crate::event::{self, Kind, Resource};
+use crate::node::WORK;
 use crate::proxy;
 use crate::scenario::Fault;
 use nix::sys::signal::{kill, Signal};
@@ -29,6 +31,9 @@ pub(super) struct Nemesis {
     pub sessions_killed: u64,
     /// Pauses undone at once because they caught the leader holding SQLite's write lock.
     pub pauses_retried: u64,
+    /// Pauses undone at once because they took hold too late to be sure that both loops'
+    /// writes were still to come.
+    pub pauses_late: u64,
 }
 
 /// The libfaketime preload of Debian's `faketime` package.
@@ -55,6 +60,7 @@ impl Nemesis {
             injected: Vec::new(),
             sessions_killed: 0,
             pauses_retried: 0,
+            pauses_late: 0,
         }
     }
 
@@ -95,7 +101,7 @@ impl Nemesis {
                 c.wait_leader(recover).await;
                 c.spawn(c.nodes[leader].slot)?;
             }
-            Fault::Pause => self.pause(c, leader).await?,
+            Fault::Pause => self.pause(c, leader, true).await?,
             Fault::Starve => {
                 self.start(c, "starve", &id);
                 let hogs = starve(pid, &c.settings.exe, ttl * 2)?;
@@ -197,38 +203,58 @@ impl Nemesis {
     /// SIGSTOPs node `i` while both its loops are inside their work, and returns when it stopped
     /// (monotonic ns, as the histories count time).
     ///
+    /// With `both_working` (the elector workload, whose pause must make both writes stale) a
+    /// stop counts only if the process is seen stopped less than one [`WORK`] after each loop
+    /// issued its operation: each loop's write then had not begun, so both come after the
+    /// pause. A stop seen later (a loaded machine's delay between reading the history and the
+    /// signal taking hold) may have let a write through before it; it is undone at once and
+    /// tried again. Before this check, CI's one pause in a run now and then landed after the
+    /// control's write and the run caught no stale write.
+    ///
     /// On SQLite a process stopped while it holds the database's write lock blocks every writer,
     /// its rivals' campaigns included, until it resumes. That is the stop-in-tx scenario, not a crash
     /// (a killed process's locks are released at once), and P6 promises nothing for it. So a pause
     /// that catches the write lock is undone at once, before anyone could notice it, and tried
     /// again; the fault is recorded only for a stop that holds no write lock.
-    async fn stop_outside_write_lock(
+    async fn stop_inside_work(
         &mut self,
         c: &Cluster,
         i: usize,
         pid: Pid,
+        both_working: bool,
     ) -> Result<u64, String> {
         let ttl = c.settings.ttl;
         let shm = (c.kind == BackendKind::Sqlite).then(|| c.dir.join("faults.db-shm"));
         for _ in 0..PAUSE_ATTEMPTS {
-            wait_for_work(&c.nodes[i].events, ttl).await;
-            let at = crate::clock::now_ns();
+            let issued = wait_for_work(&c.nodes[i].events, ttl).await;
+            let at = clock::now_ns();
             signal(pid, Signal::SIGSTOP)?;
-            let Some(shm) = &shm else {
+            if shm.is_none() && !both_working {
                 return Ok(at);
-            };
+            }
             if !wait_stopped(pid, ttl).await {
                 return Err(format!("{pid} did not stop on SIGSTOP"));
             }
-            if !holds_sqlite_write_lock(pid, shm)? {
+            let seen_stopped = clock::now_ns();
+            let late = both_working
+                && issued.is_none_or(|first| clock::between(first, seen_stopped) >= WORK);
+            let locked = match &shm {
+                Some(shm) => holds_sqlite_write_lock(pid, shm)?,
+                None => false,
+            };
+            if !late && !locked {
                 return Ok(at);
             }
             signal(pid, Signal::SIGCONT)?;
-            self.pauses_retried += 1;
+            if locked {
+                self.pauses_retried += 1;
+            } else {
+                self.pauses_late += 1;
+            }
             sleep(Duration::from_millis(20)).await;
         }
         Err(format!(
-            "the leader held SQLite's write lock at each of {PAUSE_ATTEMPTS} pauses"
+            "no pause of {PAUSE_ATTEMPTS} landed inside both loops' work (outside SQLite's write lock)"
         ))
     }
 
@@ -251,7 +277,7 @@ impl Nemesis {
     /// 2×ttl, and let it go on.
     async fn pause_any(&mut self, c: &mut Cluster) -> Result<(), String> {
         let i = self.any_live_after_churn(c).await?;
-        self.pause(c, i).await
+        self.pause(c, i, false).await
     }
 
     /// Lets a workload with no one leader churn for one to two ttls, then picks a random live
@@ -267,10 +293,14 @@ impl Nemesis {
     }
 
     /// SIGSTOPs node `i` while it works (outside SQLite's write lock) for 2×ttl, then SIGCONT.
-    async fn pause(&mut self, c: &Cluster, i: usize) -> Result<(), String> {
+    ///
+    /// The elector workload's pause (`both_working`) lasts on until another node has written the
+    /// control since the stop (at most 10×ttl in all): the paused node's control write on waking
+    /// is then stale, whatever a loaded machine did to the failover's speed.
+    async fn pause(&mut self, c: &Cluster, i: usize, both_working: bool) -> Result<(), String> {
         let id = c.nodes[i].id.clone();
         let pid = c.nodes[i].pid().ok_or("the node has no pid")?;
-        let stopped_at = self.stop_outside_write_lock(c, i, pid).await?;
+        let stopped_at = self.stop_inside_work(c, i, pid, both_working).await?;
         self.injected.push("pause".into());
         c.nemesis.record_at(
             stopped_at,
@@ -280,6 +310,17 @@ impl Nemesis {
             },
         );
         sleep(c.settings.ttl * 2).await;
+        if both_working {
+            let others: Vec<&Path> = (0..c.nodes.len())
+                .filter(|&j| j != i)
+                .map(|j| c.nodes[j].events.as_path())
+                .collect();
+            let until = tokio::time::Instant::now() + c.settings.ttl * 8;
+            while !control_written_since(&others, stopped_at) && tokio::time::Instant::now() < until
+            {
+                sleep(Duration::from_millis(20)).await;
+            }
+        }
         signal(pid, Signal::SIGCONT)?;
         Self::end(c, "pause", &id);
         Ok(())
@@ -332,8 +373,9 @@ fn signal(pid: Pid, signal: Signal) -> Result<(), String> {
 }
 
 /// Waits (up to a ttl) until the node's last event on each resource is an issued operation:
-/// both loops are then inside their "work", so a pause now makes both writes stale.
-async fn wait_for_work(events: &Path, ttl: Duration) {
+/// both loops are then inside their work, so a pause now makes both writes stale. Returns when
+/// the earlier of the two was issued (monotonic ns), or `None` if the ttl passed first.
+async fn wait_for_work(events: &Path, ttl: Duration) -> Option<u64> {
     let until = tokio::time::Instant::now() + ttl;
     while tokio::time::Instant::now() < until {
         let history = event::read(events).unwrap_or_default();
@@ -342,21 +384,40 @@ async fn wait_for_work(events: &Path, ttl: Duration) {
                 .iter()
                 .rev()
                 .find_map(|e| match &e.kind {
-                    Kind::OpIssued { resource: r, .. } if *r == resource => Some(true),
+                    Kind::OpIssued { resource: r, .. } if *r == resource => Some(Some(e.t)),
                     Kind::OpAccepted { resource: r, .. } | Kind::OpRejected { resource: r, .. }
                         if *r == resource =>
                     {
-                        Some(false)
+                        Some(None)
                     }
                     _ => None,
                 })
-                .unwrap_or(false)
+                .flatten()
         };
-        if working(Resource::Fenced) && working(Resource::Unfenced) {
-            return;
+        if let (Some(fenced), Some(unfenced)) =
+            (working(Resource::Fenced), working(Resource::Unfenced))
+        {
+            return Some(fenced.min(unfenced));
         }
         sleep(Duration::from_millis(5)).await;
     }
+    None
+}
+
+/// Whether any of these nodes' histories shows a control write accepted after `since`.
+fn control_written_since(histories: &[&Path], since: u64) -> bool {
+    histories.iter().any(|path| {
+        event::read(path).unwrap_or_default().iter().any(|e| {
+            e.t > since
+                && matches!(
+                    e.kind,
+                    Kind::OpAccepted {
+                        resource: Resource::Unfenced,
+                        ..
+                    }
+                )
+        })
+    })
 }
 
 /// Whether the process is in the stopped state (`T`), polled up to `timeout`.
