@@ -155,3 +155,170 @@ fn mysql_a_new_epoch_that_lost_nothing_cancels_no_watch() {
     drop(server);
     runtime.block_on(db.drop_tables());
 }
+
+/// How many 64 KiB puts outrun a watcher whose client reads nothing: its stream's buffer (64
+/// answers), the server's HTTP/2 send buffer (400 KiB) and the client's stream window (2 MiB)
+/// hold about 105 of them; the rest fall behind a feed of one batch (`--etcd-watch-buffer 1`).
+const OUTRUN: usize = 160;
+
+/// A server whose watch feed keeps one batch, on a fresh MariaDB database, and two clients:
+/// one that reads its watch, one that will not (its own connection).
+fn on_mariadb_with_a_short_feed() -> Option<(tokio::runtime::Runtime, Db, Target, Client, Client)> {
+    let runtime = support::runtime();
+    let db = runtime.block_on(Db::new(BackendKind::MySql))?;
+    let server = tenure_target_with(&db, &["--poll-interval", NEVER, "--etcd-watch-buffer", "1"]);
+    let (reader, slow) = runtime.block_on(async {
+        let reader = Client::connect([server.url()], None)
+            .await
+            .expect("connect");
+        let slow = Client::connect([server.url()], None)
+            .await
+            .expect("connect");
+        (reader, slow)
+    });
+    Some((runtime, db, server, reader, slow))
+}
+
+/// Starts a watch of every key on `slow` that is then left unread, and puts [`OUTRUN`] large
+/// values one batch at a time (each seen by `watch`, read, before the next): the slow watcher
+/// falls behind the feed. The revision of the last put.
+async fn outrun(
+    slow: &mut Client,
+    reader: &mut Client,
+    watch: &mut WatchStream,
+    log: &dyn Fn() -> String,
+) -> (WatchStream, i64) {
+    let mut behind = slow
+        .watch("\0", Some(WatchOptions::new().with_from_key()))
+        .await
+        .expect("watch");
+    assert!(next(&mut behind, "created", log).await.created());
+    let value = vec![b'v'; 64 * 1024];
+    let mut last = 0;
+    for i in 0..OUTRUN {
+        let put = reader
+            .put(format!("big/{i:03}"), value.clone(), None)
+            .await
+            .expect("put");
+        last = put.header().expect("header").revision();
+        let seen = next(watch, "a large put", log).await;
+        assert_eq!(
+            seen.events()
+                .last()
+                .expect("event")
+                .kv()
+                .expect("kv")
+                .mod_revision(),
+            last,
+            "{i}"
+        );
+    }
+    (behind, last)
+}
+
+/// What the slow watcher sends once its client reads: its events up to the end of the stream's
+/// backlog or its cancel.
+async fn drain(
+    behind: &mut WatchStream,
+    log: &dyn Fn() -> String,
+) -> (Vec<i64>, Option<WatchResponse>) {
+    let mut revisions = Vec::new();
+    loop {
+        let message = next(behind, "the slow watcher", log).await;
+        if message.canceled() {
+            return (revisions, Some(message));
+        }
+        revisions.extend(
+            message
+                .events()
+                .iter()
+                .map(|e| e.kv().expect("kv").mod_revision()),
+        );
+        if message
+            .events()
+            .iter()
+            .any(|e| e.kv().expect("kv").key() == b"end")
+        {
+            return (revisions, None);
+        }
+    }
+}
+
+/// A watcher that fell behind the feed while the database lost revisions (so that it never
+/// took the hub's batch that cancels every watch) ends with the same compacted cancel, not
+/// with the new history read from the log as if nothing had been lost.
+#[test]
+fn mysql_a_watch_that_fell_behind_across_a_lost_revision_is_cancelled() {
+    let Some((runtime, db, server, mut reader, mut slow)) = on_mariadb_with_a_short_feed() else {
+        return;
+    };
+    let log = || server.log();
+    runtime.block_on(async {
+        let (mut watch, _) = watch_a_write(&mut reader, &log).await;
+        let (mut behind, _) = outrun(&mut slow, &mut reader, &mut watch, &log).await;
+        let put = reader.put("lost", "1", None).await.expect("put lost");
+        let lost = put.header().expect("header").revision();
+        assert_eq!(
+            next(&mut watch, "the put of lost", &log).await.events()[0]
+                .kv()
+                .expect("kv")
+                .mod_revision(),
+            lost
+        );
+        lose_and_promote(&db, lost, "lost").await;
+        let put = reader.put("end", "1", None).await.expect("put end");
+        let first = put.header().expect("header").revision();
+        assert!(first > lost + 1, "a new epoch: {first} after {lost}");
+        let cancel = next(&mut watch, "after the lossy promotion", &log).await;
+        assert_cancelled(&cancel, lost, first, &log());
+        let (revisions, cancel) = drain(&mut behind, &log).await;
+        let cancel = cancel.unwrap_or_else(|| {
+            panic!(
+                "the watcher that fell behind was not cancelled: it sent revisions {:?}..{:?} and \
+                 the new history's {first}\n{}",
+                revisions.first(),
+                revisions.last(),
+                log()
+            )
+        });
+        assert_cancelled(&cancel, lost, first, &log());
+        assert!(revisions.iter().all(|&r| r < first), "{revisions:?}");
+        // It was behind by far more than the feed's one batch when the revision was lost (the
+        // control shows these puts outrun it): else the test would prove nothing.
+        assert!(
+            revisions.len() < OUTRUN && !revisions.contains(&lost),
+            "the slow watcher was not behind: it sent {} revisions",
+            revisions.len()
+        );
+    });
+    drop(server);
+    runtime.block_on(db.drop_tables());
+}
+
+/// The control: a watcher that fell behind the feed with nothing lost reads what it missed
+/// from the log and sends every revision, in order, without a gap, and is not cancelled.
+#[test]
+fn mysql_a_watch_that_fell_behind_reads_what_it_missed_from_the_log() {
+    let Some((runtime, db, server, mut reader, mut slow)) = on_mariadb_with_a_short_feed() else {
+        return;
+    };
+    let log = || server.log();
+    runtime.block_on(async {
+        let (mut watch, seen) = watch_a_write(&mut reader, &log).await;
+        let (mut behind, last) = outrun(&mut slow, &mut reader, &mut watch, &log).await;
+        let put = reader.put("end", "1", None).await.expect("put end");
+        let end = put.header().expect("header").revision();
+        assert_eq!(end, last + 1);
+        let (revisions, cancel) = drain(&mut behind, &log).await;
+        assert!(cancel.is_none(), "{cancel:?}\n{}", log());
+        let expected: Vec<i64> = (seen + 1..=end).collect();
+        assert_eq!(revisions, expected, "every revision once, in order");
+        assert!(
+            log().contains("fell behind the watch feed"),
+            "the slow watcher never fell behind the feed: the test proves nothing\n{}",
+            log()
+        );
+    });
+    drop(server);
+    runtime.block_on(db.drop_tables());
+}

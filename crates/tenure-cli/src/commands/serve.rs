@@ -258,6 +258,7 @@ async fn start_etcd(
         poll: args.poll_interval,
         member_ttl,
         retention: flags.etcd_auto_compaction_retention,
+        watch_buffer: usize::try_from(flags.etcd_watch_buffer).unwrap_or(usize::MAX),
     };
     let room = serve::etcd::Room::start(store.clone(), settings).await;
     if global.quiet == 0 {

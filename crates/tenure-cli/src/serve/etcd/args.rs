@@ -11,6 +11,9 @@ pub(crate) const GRPC_OVERHEAD_BYTES: usize = 512 * 1024;
 /// How many revisions of history the log keeps by default.
 pub(crate) const DEFAULT_RETENTION: u32 = 10_000;
 
+/// How many batches the watch feed keeps for a slow watcher by default.
+pub(crate) const DEFAULT_WATCH_BUFFER: u32 = 1024;
+
 /// The etcd room's flags of `tenure serve`.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "etcd API")]
@@ -38,6 +41,12 @@ pub(crate) struct EtcdArgs {
     /// --auto-compaction-retention=N; 0: never (clients then call Compact themselves).
     #[arg(long, value_name = "N", default_value_t = DEFAULT_RETENTION)]
     pub etcd_auto_compaction_retention: u32,
+    /// How many batches of new revisions the watch feed keeps for a watcher whose client reads
+    /// slowly; one that falls further behind reads what it missed from the log (a read of the
+    /// database per such watcher) and joins the feed again.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_WATCH_BUFFER,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub etcd_watch_buffer: u32,
 }
 
 impl EtcdArgs {

@@ -104,6 +104,8 @@ pub(crate) struct Settings {
     pub member_ttl: Duration,
     /// Revisions of history kept (0: no automatic compaction).
     pub retention: u32,
+    /// How many batches the watch feed keeps for a slow watcher (`--etcd-watch-buffer`).
+    pub watch_buffer: usize,
 }
 
 impl Room {
@@ -114,7 +116,12 @@ impl Room {
     pub(crate) async fn start(store: tenure::Store, settings: Settings) -> Room {
         let (stopping, _) = signal::channel(false);
         let etcd = Etcd::new(store).poll_interval(settings.poll);
-        let hub = watch::Hub::spawn(etcd.clone(), settings.poll, stopping.subscribe());
+        let hub = watch::Hub::spawn(
+            etcd.clone(),
+            settings.poll,
+            settings.watch_buffer,
+            stopping.subscribe(),
+        );
         let renewer = renewer::Renewer::spawn(etcd.clone());
         let room = Room(Arc::new(Inner {
             etcd,

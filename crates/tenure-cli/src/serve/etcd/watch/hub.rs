@@ -17,10 +17,11 @@
 //! that saw them, or waits for an event of a key that only they held (an `etcdctl lock`
 //! waiter watching the deletion of a lost key), would wait for ever. The hub notices when the
 //! database's revision lies below the position it published, or when new revisions begin
-//! past a gap and the log no longer holds that position; it then sends
-//! [`Batch::diverged`], on which every watcher ends with etcd's compacted cancel at the first
-//! revision of the new history (clients watch again from there, or fail the wait, as after a
-//! compaction), and goes on from the database's history.
+//! past a gap and the log no longer holds that position; it then counts a [`Divergence`] and
+//! sends [`Batch::diverged`], on which every watcher ends with etcd's compacted cancel at the
+//! first revision of the new history (clients watch again from there, or fail the wait, as
+//! after a compaction), and goes on from the database's history. A watcher that fell behind
+//! the feed and missed that batch learns it from the count.
 
 use super::watcher::revision_of;
 use crate::serve::metrics;
@@ -33,8 +34,6 @@ use tokio::sync::{broadcast, watch};
 
 /// How many events one read of the log takes (more when one revision holds more).
 const READ_LIMIT: usize = 1000;
-/// How many batches the feed keeps for a slow watcher before it must read the log itself.
-const FEED_BUFFER: usize = 1024;
 
 /// Every event of the revisions after the previous batch's, through `through`.
 #[derive(Debug)]
@@ -50,20 +49,44 @@ pub(super) struct Batch {
     pub diverged: Option<i64>,
 }
 
+/// The divergences the hub has seen, and the last one's first revision of the new history.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Divergence {
+    pub count: u64,
+    pub resume: i64,
+}
+
 /// The hub's handle. Cheap to clone.
 #[derive(Clone)]
 pub(crate) struct Hub {
     feed: broadcast::Sender<Arc<Batch>>,
     position: watch::Receiver<i64>,
+    divergence: watch::Receiver<Divergence>,
 }
 
 impl Hub {
-    /// Starts following the log on the current runtime, until `stopping` turns true.
-    pub(crate) fn spawn(etcd: Etcd, poll: Duration, stopping: watch::Receiver<bool>) -> Hub {
-        let (feed, _) = broadcast::channel(FEED_BUFFER);
+    /// Starts following the log on the current runtime, until `stopping` turns true; the feed
+    /// keeps `buffer` batches for a slow watcher.
+    pub(crate) fn spawn(
+        etcd: Etcd,
+        poll: Duration,
+        buffer: usize,
+        stopping: watch::Receiver<bool>,
+    ) -> Hub {
+        let (feed, _) = broadcast::channel(buffer.max(1));
         let (published, position) = watch::channel(0);
-        tokio::spawn(follow(etcd, poll, feed.clone(), published, stopping));
-        Hub { feed, position }
+        let (diverged, divergence) = watch::channel(Divergence::default());
+        let outlet = Outlet {
+            feed: feed.clone(),
+            published,
+            diverged,
+        };
+        tokio::spawn(follow(etcd, poll, outlet, stopping));
+        Hub {
+            feed,
+            position,
+            divergence,
+        }
     }
 
     /// The feed, and then the revision it has published through: every batch after that
@@ -77,16 +100,22 @@ impl Hub {
     pub(super) fn position(&self) -> i64 {
         *self.position.borrow()
     }
+
+    /// The divergences seen so far (counted before their batch is sent).
+    pub(super) fn divergence(&self) -> Divergence {
+        *self.divergence.borrow()
+    }
+}
+
+/// Where the follower publishes.
+struct Outlet {
+    feed: broadcast::Sender<Arc<Batch>>,
+    published: watch::Sender<i64>,
+    diverged: watch::Sender<Divergence>,
 }
 
 /// Follows the log: reads what is new, publishes it, waits for a signal or the poll.
-async fn follow(
-    etcd: Etcd,
-    poll: Duration,
-    feed: broadcast::Sender<Arc<Batch>>,
-    published: watch::Sender<i64>,
-    mut stopping: watch::Receiver<bool>,
-) {
+async fn follow(etcd: Etcd, poll: Duration, outlet: Outlet, mut stopping: watch::Receiver<bool>) {
     let mut changes = etcd.store().changes();
     let mut position = None;
     loop {
@@ -95,12 +124,12 @@ async fn follow(
             None => match etcd.revisions().await {
                 Ok(now) => {
                     metrics::etcd_revisions(now.revision, now.floor);
-                    published.send_replace(now.revision);
+                    outlet.published.send_replace(now.revision);
                     position = Some(now.revision);
                 }
                 Err(e) => tracing::warn!(error = %e, "etcd watch hub: the first read failed"),
             },
-            Some(through) => position = Some(read_new(&etcd, through, &feed, &published).await),
+            Some(through) => position = Some(read_new(&etcd, through, &outlet).await),
         }
         tokio::select! {
             () = tokio::time::sleep(poll) => {}
@@ -111,12 +140,7 @@ async fn follow(
 }
 
 /// Publishes every revision after `through` that the log holds now; the new position.
-async fn read_new(
-    etcd: &Etcd,
-    mut through: i64,
-    feed: &broadcast::Sender<Arc<Batch>>,
-    published: &watch::Sender<i64>,
-) -> i64 {
+async fn read_new(etcd: &Etcd, mut through: i64, outlet: &Outlet) -> i64 {
     loop {
         let from = through + 1;
         let batch = match etcd.events(from, b"\0", b"\0", READ_LIMIT).await {
@@ -130,15 +154,20 @@ async fn read_new(
                     Check::Unknown => return through,
                 };
                 if let Some(resume) = resume {
-                    // Every watcher ends; the hub follows the database's history from the
-                    // revision before the new one on.
-                    let _ = feed.send(Arc::new(Batch {
+                    // Every watcher ends (one that fell behind the feed learns it from the
+                    // count); the hub follows the database's history from the revision before
+                    // the new one on.
+                    outlet.diverged.send_modify(|d| {
+                        d.count += 1;
+                        d.resume = resume;
+                    });
+                    let _ = outlet.feed.send(Arc::new(Batch {
                         through: resume - 1,
                         events: Vec::new(),
                         lost: false,
                         diverged: Some(resume),
                     }));
-                    published.send_replace(resume - 1);
+                    outlet.published.send_replace(resume - 1);
                     through = resume - 1;
                     continue;
                 }
@@ -173,8 +202,8 @@ async fn read_new(
         let (batch, done) = batch;
         through = batch.through;
         // Nobody listening is fine: the position still moves.
-        let _ = feed.send(Arc::new(batch));
-        published.send_replace(through);
+        let _ = outlet.feed.send(Arc::new(batch));
+        outlet.published.send_replace(through);
         if done {
             return through;
         }

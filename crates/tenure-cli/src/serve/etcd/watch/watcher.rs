@@ -127,10 +127,17 @@ pub(super) async fn run(room: Room, watch: Watch, mut next: i64, outbox: Outbox<
     let hub: &Hub = &room.0.hub;
     watch.sent.store(next - 1, Ordering::Relaxed);
     let (mut feed, _) = hub.subscribe();
+    // Read after subscribing: a later divergence reaches this watcher as a batch, or, if it
+    // falls behind the feed, as a new count.
+    let divergences = hub.divergence().count;
     let mut idle = tokio::time::Instant::now() + PROGRESS_EVERY;
     loop {
         // Catching up: what lies at or below the hub's position comes from the log.
         while next <= hub.position() {
+            if let Some(resume) = diverged_since(hub, divergences) {
+                let _ = outbox.send(compacted(watch.id, resume)).await;
+                return;
+            }
             match room
                 .etcd()
                 .events(next, &watch.key, &watch.range_end, READ_LIMIT)
@@ -165,8 +172,23 @@ pub(super) async fn run(room: Room, watch: Watch, mut next: i64, outbox: Outbox<
         let batch: Arc<Batch> = tokio::select! {
             received = feed.recv() => match received {
                 Ok(batch) => batch,
-                // Fell behind the feed: the log has what it missed.
-                Err(RecvError::Lagged(_)) => continue,
+                // Fell behind the feed: the log has what it missed (and the divergence count
+                // says whether the hub saw revisions lost meanwhile).
+                Err(RecvError::Lagged(missed)) => {
+                    tracing::info!(
+                        watch = watch.id,
+                        missed,
+                        "etcd watcher: fell behind the watch feed (a slow client); it reads \
+                         what it missed from the log"
+                    );
+                    // Checked here too: a divergence may have set the hub's position below
+                    // this watcher's next revision, where no catching up begins.
+                    if let Some(resume) = diverged_since(hub, divergences) {
+                        let _ = outbox.send(compacted(watch.id, resume)).await;
+                        return;
+                    }
+                    continue;
+                }
                 Err(RecvError::Closed) => return,
             },
             () = tokio::time::sleep_until(idle), if watch.progress_notify => {
@@ -206,6 +228,13 @@ pub(super) async fn run(room: Room, watch: Watch, mut next: i64, outbox: Outbox<
         next = batch.through + 1;
         watch.sent.store(batch.through, Ordering::Relaxed);
     }
+}
+
+/// The first revision of the new history, if the hub has seen lost revisions since it had
+/// seen `divergences` (see the hub): a watcher then ends as those that took the hub's batch.
+fn diverged_since(hub: &Hub, divergences: u64) -> Option<i64> {
+    let divergence = hub.divergence();
+    (divergence.count != divergences).then_some(divergence.resume)
 }
 
 /// etcd's compacted cancel of watch `id`: it may watch again from `floor`.
