@@ -15,6 +15,7 @@ use support::{BackendKind, Background};
 
 per_backend!(
     abandoned_streams_leave_no_watcher_and_every_call_is_counted,
+    many_watchers_of_a_busy_log_read_only_the_feed,
     a_lock_through_one_excludes_a_locker_on_the_other,
     a_watch_on_one_sees_writes_through_the_other,
     both_are_members_and_killing_one_loses_nothing
@@ -304,6 +305,82 @@ fn abandoned_streams_leave_no_watcher_and_every_call_is_counted(kind: BackendKin
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     });
+    drop(target);
+    runtime.block_on(db.drop_tables());
+}
+
+/// Watchers that keep up take every revision from the watch hub's feed: however many there
+/// are and however fast the writes come, the database sees the hub's reads, none of theirs
+/// (`tenure_etcd_watch_log_reads_total` stays 0). A watcher one batch behind (the hub
+/// published the next batch before it looked again) takes that batch from the feed, where it
+/// waits, not from the log.
+fn many_watchers_of_a_busy_log_read_only_the_feed(kind: BackendKind) {
+    const WATCHERS: usize = 16;
+    const WRITERS: usize = 4;
+    const PUTS: usize = 40;
+    let runtime = support::runtime();
+    let Some(db) = runtime.block_on(Db::new(kind)) else {
+        return;
+    };
+    let target = tenure_target_with(&db, &["--poll-interval", POLL]);
+    let server = target.server.as_ref().expect("a server");
+    runtime.block_on(async {
+        let client = Client::connect([target.url()], None)
+            .await
+            .expect("connect");
+        let mut watches = Vec::new();
+        for _ in 0..WATCHERS {
+            let mut watch = client
+                .watch_client()
+                .watch("busy/", Some(WatchOptions::new().with_prefix()))
+                .await
+                .expect("watch");
+            assert!(watch
+                .message()
+                .await
+                .expect("created")
+                .expect("created")
+                .created());
+            watches.push(watch);
+        }
+        let mut writers = tokio::task::JoinSet::new();
+        for w in 0..WRITERS {
+            let mut kv = client.kv_client();
+            writers.spawn(async move {
+                for i in 0..PUTS {
+                    kv.put(format!("busy/{w}/{i}"), "v", None)
+                        .await
+                        .expect("put");
+                }
+            });
+        }
+        while let Some(done) = writers.join_next().await {
+            done.expect("writer");
+        }
+        for (n, watch) in watches.iter_mut().enumerate() {
+            let mut seen = 0;
+            let mut last = 0;
+            while seen < WRITERS * PUTS {
+                let message = tokio::time::timeout(Duration::from_secs(30), watch.message())
+                    .await
+                    .unwrap_or_else(|_| panic!("watcher {n}: {seen} events within 30 s"))
+                    .expect("message")
+                    .expect("open");
+                for event in message.events() {
+                    let revision = event.kv().expect("kv").mod_revision();
+                    assert!(revision > last, "watcher {n}: {revision} after {last}");
+                    last = revision;
+                    seen += 1;
+                }
+            }
+        }
+    });
+    let metrics = server.get("/metrics").text();
+    assert_eq!(
+        series(&metrics, "tenure_etcd_watch_log_reads_total", "").unwrap_or(0.0),
+        0.0,
+        "watchers read the log themselves:\n{metrics}"
+    );
     drop(target);
     runtime.block_on(db.drop_tables());
 }

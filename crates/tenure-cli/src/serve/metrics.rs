@@ -36,6 +36,9 @@ pub(crate) const ETCD_LEASES: &str = "tenure_etcd_leases";
 /// etcd watchers on this server (gauge).
 #[cfg(feature = "etcd")]
 pub(crate) const ETCD_WATCHERS: &str = "tenure_etcd_watchers";
+/// Reads of the etcd log by single watchers (counter).
+#[cfg(feature = "etcd")]
+pub(crate) const ETCD_WATCH_LOG_READS: &str = "tenure_etcd_watch_log_reads_total";
 
 /// Gives the server's own series their help text.
 pub(crate) fn describe() {
@@ -89,6 +92,10 @@ fn describe_etcd() {
     );
     describe_gauge!(ETCD_LEASES, "etcd leases alive on the database.");
     describe_gauge!(ETCD_WATCHERS, "etcd watchers on this server.");
+    describe_counter!(
+        ETCD_WATCH_LOG_READS,
+        "Reads of the etcd log by single watchers (a watch from the past, or one that fell behind the watch feed)."
+    );
 }
 
 /// Records one etcd API call.
@@ -125,6 +132,12 @@ pub(crate) fn etcd_revisions(revision: i64, floor: i64) {
 pub(crate) fn etcd_watchers(delta: i64) {
     #[allow(clippy::cast_precision_loss)]
     metrics::gauge!(ETCD_WATCHERS).increment(delta as f64);
+}
+
+/// One read of the log by one watcher.
+#[cfg(feature = "etcd")]
+pub(crate) fn etcd_watch_log_read() {
+    metrics::counter!(ETCD_WATCH_LOG_READS).increment(1);
 }
 
 /// The leases alive on the database, as last counted.

@@ -35,9 +35,11 @@ use tokio::sync::{broadcast, watch};
 /// How many events one read of the log takes (more when one revision holds more).
 const READ_LIMIT: usize = 1000;
 
-/// Every event of the revisions after the previous batch's, through `through`.
+/// Every event of the revisions `from` through `through` (`from` is one past the previous
+/// batch's `through`).
 #[derive(Debug)]
 pub(super) struct Batch {
+    pub from: i64,
     pub through: i64,
     pub events: Vec<Event>,
     /// The events of these revisions were compacted before the hub read them: a watcher
@@ -162,6 +164,7 @@ async fn read_new(etcd: &Etcd, mut through: i64, outlet: &Outlet) -> i64 {
                         d.resume = resume;
                     });
                     let _ = outlet.feed.send(Arc::new(Batch {
+                        from: through + 1,
                         through: resume - 1,
                         events: Vec::new(),
                         lost: false,
@@ -176,6 +179,7 @@ async fn read_new(etcd: &Etcd, mut through: i64, outlet: &Outlet) -> i64 {
                 }
                 let done = run.through >= run.revision;
                 let batch = Batch {
+                    from,
                     through: run.through,
                     events: run.events,
                     lost: false,
@@ -187,6 +191,7 @@ async fn read_new(etcd: &Etcd, mut through: i64, outlet: &Outlet) -> i64 {
             // are announced, and the hub goes on from the floor.
             Err(Error::Compacted { floor }) => (
                 Batch {
+                    from,
                     through: floor - 1,
                     events: Vec::new(),
                     lost: true,

@@ -2,17 +2,20 @@
 //! its start revision on, with no gap and no duplicate.
 //!
 //! It runs in two phases. **Catching up**: while its next revision is at or below the hub's
-//! position, it reads its own range from the log (a watch from the past, or one that fell
-//! behind the feed) and sends what it finds, up to [`REPLAY_REVISIONS`] revisions a response
-//! as etcd does for a watcher that is not synced. **Live**: it takes the hub's batches,
-//! skips what it has sent, keeps its keys, and sends one response per revision, as etcd
-//! does for a synced watcher. Every event of one revision is in one response.
+//! position and the feed lacks it (a watch from the past, the hub's first read, a watcher
+//! that fell behind the feed's buffer), it reads its own range from the log and sends what it
+//! finds, up to [`REPLAY_REVISIONS`] revisions a response as etcd does for a watcher that is
+//! not synced. **Live**: it takes the hub's batches, skips what it has sent, keeps its keys,
+//! and sends one response per revision, as etcd does for a synced watcher. Every event of one
+//! revision is in one response. A watcher a batch or more behind takes what waits in the feed:
+//! only the hub reads the log for watchers that keep within the feed's buffer.
 //!
 //! A start below the compaction floor ends it with etcd's compacted cancel.
 
 use super::hub::{Batch, Hub};
 use crate::serve::etcd::call::Outbox;
 use crate::serve::etcd::Room;
+use crate::serve::metrics;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +24,7 @@ use tenure_etcd_proto::etcdserverpb::watch_create_request::FilterType;
 use tenure_etcd_proto::etcdserverpb::{WatchCreateRequest, WatchResponse};
 use tenure_etcd_proto::mvccpb::event::EventType;
 use tenure_etcd_proto::mvccpb::Event;
-use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 /// How many revisions one response carries at most while a watcher catches up (etcd's
 /// `watchBatchMaxRevs`).
@@ -131,13 +134,38 @@ pub(super) async fn run(room: Room, watch: Watch, mut next: i64, outbox: Outbox<
     // falls behind the feed, as a new count.
     let divergences = hub.divergence().count;
     let mut idle = tokio::time::Instant::now() + PROGRESS_EVERY;
+    // Whether the feed may lack revisions this watcher needs next: after it fell behind the
+    // feed, learned of revisions compacted before the hub read them, or found the feed empty
+    // below the hub's position (a watch from the past, the hub's first read). Otherwise the
+    // feed holds, in order, every batch the hub published since this watcher last looked.
+    let mut behind = false;
     loop {
-        // Catching up: what lies at or below the hub's position comes from the log.
+        // What lies at or below the hub's position comes from the feed where it waits there
+        // (a watcher one batch behind), else from the log.
+        let mut waiting = None;
         while next <= hub.position() {
+            if !behind {
+                match feed.try_recv() {
+                    Ok(batch) => {
+                        waiting = Some(batch);
+                        break;
+                    }
+                    Err(TryRecvError::Lagged(missed)) => {
+                        if let Some(resume) = fell_behind(hub, &watch, missed, divergences) {
+                            let _ = outbox.send(compacted(watch.id, resume)).await;
+                            return;
+                        }
+                    }
+                    Err(TryRecvError::Closed) => return,
+                    Err(TryRecvError::Empty) => {}
+                }
+                behind = true;
+            }
             if let Some(resume) = diverged_since(hub, divergences) {
                 let _ = outbox.send(compacted(watch.id, resume)).await;
                 return;
             }
+            metrics::etcd_watch_log_read();
             match room
                 .etcd()
                 .events(next, &watch.key, &watch.range_end, READ_LIMIT)
@@ -168,36 +196,34 @@ pub(super) async fn run(room: Room, watch: Watch, mut next: i64, outbox: Outbox<
                 }
             }
         }
+        if waiting.is_none() {
+            // Caught up with the hub's position: every later batch reaches the feed.
+            behind = false;
+        }
         // Live: the hub's batches.
-        let batch: Arc<Batch> = tokio::select! {
-            received = feed.recv() => match received {
-                Ok(batch) => batch,
-                // Fell behind the feed: the log has what it missed (and the divergence count
-                // says whether the hub saw revisions lost meanwhile).
-                Err(RecvError::Lagged(missed)) => {
-                    tracing::info!(
-                        watch = watch.id,
-                        missed,
-                        "etcd watcher: fell behind the watch feed (a slow client); it reads \
-                         what it missed from the log"
-                    );
-                    // Checked here too: a divergence may have set the hub's position below
-                    // this watcher's next revision, where no catching up begins.
-                    if let Some(resume) = diverged_since(hub, divergences) {
-                        let _ = outbox.send(compacted(watch.id, resume)).await;
+        let batch: Arc<Batch> = match waiting {
+            Some(batch) => batch,
+            None => tokio::select! {
+                received = feed.recv() => match received {
+                    Ok(batch) => batch,
+                    Err(RecvError::Lagged(missed)) => {
+                        if let Some(resume) = fell_behind(hub, &watch, missed, divergences) {
+                            let _ = outbox.send(compacted(watch.id, resume)).await;
+                            return;
+                        }
+                        behind = true;
+                        continue;
+                    }
+                    Err(RecvError::Closed) => return,
+                },
+                () = tokio::time::sleep_until(idle), if watch.progress_notify => {
+                    if !outbox.send(watch.response(next - 1, Vec::new())).await {
                         return;
                     }
+                    idle = tokio::time::Instant::now() + PROGRESS_EVERY;
                     continue;
                 }
-                Err(RecvError::Closed) => return,
             },
-            () = tokio::time::sleep_until(idle), if watch.progress_notify => {
-                if !outbox.send(watch.response(next - 1, Vec::new())).await {
-                    return;
-                }
-                idle = tokio::time::Instant::now() + PROGRESS_EVERY;
-                continue;
-            }
         };
         if let Some(resume) = batch.diverged {
             // The database lost revisions this server published (see the hub): what this
@@ -208,8 +234,11 @@ pub(super) async fn run(room: Room, watch: Watch, mut next: i64, outbox: Outbox<
         if batch.through < next {
             continue;
         }
-        if batch.lost {
-            // Revisions the hub never saw: the log says whether they are gone.
+        if batch.lost || batch.from > next {
+            // Revisions the hub never saw (the log says whether they are gone), or revisions
+            // published before this watcher subscribed (a watch from the past, the hub's
+            // first read): the log has them.
+            behind = true;
             continue;
         }
         let kept: Vec<Event> = batch
@@ -228,6 +257,20 @@ pub(super) async fn run(room: Room, watch: Watch, mut next: i64, outbox: Outbox<
         next = batch.through + 1;
         watch.sent.store(batch.through, Ordering::Relaxed);
     }
+}
+
+/// Logs that `watch` fell behind the feed by `missed` batches (a slow client): it reads what
+/// it missed from the log. The first revision of the new history if the hub saw revisions
+/// lost meanwhile (checked here too: a divergence may have set the hub's position below this
+/// watcher's next revision, where no catching up begins).
+fn fell_behind(hub: &Hub, watch: &Watch, missed: u64, divergences: u64) -> Option<i64> {
+    tracing::info!(
+        watch = watch.id,
+        missed,
+        "etcd watcher: fell behind the watch feed (a slow client); it reads what it missed \
+         from the log"
+    );
+    diverged_since(hub, divergences)
 }
 
 /// The first revision of the new history, if the hub has seen lost revisions since it had
