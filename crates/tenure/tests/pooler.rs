@@ -38,6 +38,7 @@ async fn pgbouncer() -> Option<Store> {
 /// timeout, and no server session keeps the setting for other clients.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_transaction_settings_take_effect_and_do_not_leak() {
+    let _servers = POOLED_SERVERS.read().await;
     if pgbouncer().await.is_none() {
         return;
     }
@@ -117,6 +118,7 @@ async fn per_transaction_settings_take_effect_and_do_not_leak() {
 /// A session-mode pool behaves as a direct connection: no option needed, LISTEN works.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_mode_needs_no_option() {
+    let _servers = POOLED_SERVERS.read().await;
     if pgbouncer().await.is_none() {
         return;
     }
@@ -156,6 +158,7 @@ async fn session_mode_needs_no_option() {
 /// release is pushed at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_notify_url_brings_notifications_back() {
+    let _servers = POOLED_SERVERS.read().await;
     let Some(polling) = pgbouncer().await else {
         return;
     };
@@ -188,6 +191,7 @@ async fn the_notify_url_brings_notifications_back() {
 /// `pooler=` on the wrong backend or with a wrong value: one clear error each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_notify_urls_and_pooler_options_are_clear_errors() {
+    let _servers = POOLED_SERVERS.read().await;
     if pgbouncer().await.is_none() {
         return;
     }
@@ -239,6 +243,7 @@ async fn bad_notify_urls_and_pooler_options_are_clear_errors() {
 /// servers: the error says what to do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_transaction_pooler_without_the_option_says_what_to_do() {
+    let _servers = POOLED_SERVERS.read().await;
     if pgbouncer().await.is_none() {
         return;
     }
@@ -275,6 +280,8 @@ async fn a_transaction_pooler_without_the_option_says_what_to_do() {
 /// message: NotificationResponse"). tenure's transactions begin with `UNLISTEN *`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stray_listens_left_on_pooled_servers_do_no_harm() {
+    // Alone: a raw query of another test given a planted server would fail as described.
+    let _servers = POOLED_SERVERS.write().await;
     use sqlx::Connection;
     let Some(store) = pgbouncer().await else {
         return;
@@ -305,4 +312,26 @@ async fn stray_listens_left_on_pooled_servers_do_no_harm() {
     for conn in planted {
         conn.close().await.unwrap();
     }
+    // Take the LISTENs off again: a transaction on each of the pool's servers at once.
+    let mut cleaners = Vec::new();
+    for _ in 0..POOL_SIZE {
+        let mut conn = sqlx::PgConnection::connect(&plain).await.unwrap();
+        sqlx::raw_sql("BEGIN; UNLISTEN *")
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        cleaners.push(conn);
+    }
+    for mut conn in cleaners {
+        sqlx::raw_sql("COMMIT").execute(&mut conn).await.unwrap();
+        conn.close().await.unwrap();
+    }
 }
+
+/// The tests of this file that run queries of their own through PgBouncer share its servers
+/// (read); the one that plants LISTENs on them runs alone (write). CI's other test binaries run
+/// after this one, one binary at a time.
+static POOLED_SERVERS: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// `default_pool_size` of scripts/pgbouncer.sh: the servers PgBouncer keeps per database.
+const POOL_SIZE: usize = 20;
