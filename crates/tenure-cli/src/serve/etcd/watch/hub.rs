@@ -1,9 +1,11 @@
 //! The watch hub: one follower of the log per server. It reads every new revision's events
-//! once — woken by the layer's change signals (PostgreSQL's NOTIFY, SQLite's doorbell) or
-//! every poll interval (MySQL has none) — and publishes them, in revision order and whole
-//! revisions at a time, to every watcher of this server; each watcher keeps what its range
-//! and filters ask for. However many watchers there are, the database sees one read per
-//! change.
+//! once — woken by the layer's change signals (PostgreSQL's NOTIFY, SQLite's doorbell, a
+//! server's own commits) and at least every [`MOST_BETWEEN_READS`] (or the poll interval, if
+//! shorter: MySQL pushes nothing, nor does PostgreSQL behind a transaction pooler, so this
+//! bounds how late a watcher sees a write made through another server there) — and publishes
+//! them, in revision order and whole revisions at a time, to every watcher of this server;
+//! each watcher keeps what its range and filters ask for. However many watchers there are,
+//! the database sees one read per change, and four a second when nothing changes.
 //!
 //! The feed is a broadcast of [`Batch`]es, each covering the revisions after the last (every
 //! event of every key in them), gapless: batch n+1 starts where batch n ended. A watcher
@@ -31,9 +33,16 @@ use tenure::etcd::{Error, Etcd, Events, TOPIC};
 use tenure::Topic;
 use tenure_etcd_proto::mvccpb::Event;
 use tokio::sync::{broadcast, watch};
+use tokio::time::Instant;
 
 /// How many events one read of the log takes (more when one revision holds more).
 const READ_LIMIT: usize = 1000;
+
+/// The longest time between two reads' starts, whatever `--poll-interval` says (as Consul's
+/// index poller): one indexed read of the log's end, four a second, is what a watcher on
+/// another server of a MySQL database waits at most for a write (plus that read), where a
+/// second made `etcdctl lock`'s handoff between two servers a second long.
+pub(crate) const MOST_BETWEEN_READS: Duration = Duration::from_millis(250);
 
 /// Every event of the revisions `from` through `through` (`from` is one past the previous
 /// batch's `through`).
@@ -116,11 +125,17 @@ struct Outlet {
     diverged: watch::Sender<Divergence>,
 }
 
-/// Follows the log: reads what is new, publishes it, waits for a signal or the poll.
+/// Follows the log: reads what is new, publishes it, waits for a signal or the next read's
+/// time.
 async fn follow(etcd: Etcd, poll: Duration, outlet: Outlet, mut stopping: watch::Receiver<bool>) {
+    let every = poll.min(MOST_BETWEEN_READS);
     let mut changes = etcd.store().changes();
     let mut position = None;
     loop {
+        // The next read starts `every` after this one started, not after it ended: a write
+        // that this read just missed waits at most `every` and the next read (a read slower
+        // than that leaves the database a quarter of it before the next).
+        let next = Instant::now() + every;
         changes.skip_pending();
         match position {
             None => match etcd.revisions().await {
@@ -134,7 +149,7 @@ async fn follow(etcd: Etcd, poll: Duration, outlet: Outlet, mut stopping: watch:
             Some(through) => position = Some(read_new(&etcd, through, &outlet).await),
         }
         tokio::select! {
-            () = tokio::time::sleep(poll) => {}
+            () = tokio::time::sleep_until(next.max(Instant::now() + every / 4)) => {}
             () = changes.changed(|t| t == Topic::Layer(TOPIC)) => {}
             _ = stopping.wait_for(|stopping| *stopping) => return,
         }
