@@ -16,6 +16,7 @@ use support::{BackendKind, Background};
 per_backend!(
     abandoned_streams_leave_no_watcher_and_every_call_is_counted,
     many_watchers_of_a_busy_log_read_only_the_feed,
+    keep_alives_sent_together_on_one_stream_share_transactions,
     a_lock_through_one_excludes_a_locker_on_the_other,
     a_watch_on_one_sees_writes_through_the_other,
     a_watch_sees_another_servers_write_long_before_a_slow_poll_interval,
@@ -427,6 +428,60 @@ fn many_watchers_of_a_busy_log_read_only_the_feed(kind: BackendKind) {
         0.0,
         "watchers read the log themselves:\n{metrics}"
     );
+    drop(target);
+    runtime.block_on(db.drop_tables());
+}
+
+/// A client that sends many keep-alives on one stream at once (Go's lessor sends every due
+/// lease's at each tick) has them renewed in a few of the server's transactions, each
+/// answered in order with the granted TTL: the stream reads on while earlier ones are renewed
+/// (it renewed them one transaction each before).
+fn keep_alives_sent_together_on_one_stream_share_transactions(kind: BackendKind) {
+    const SENT: usize = 200;
+    let runtime = support::runtime();
+    let Some(db) = runtime.block_on(Db::new(kind)) else {
+        return;
+    };
+    let target = tenure_target(&db);
+    let server = target.server.as_ref().expect("a server");
+    let renewals = || {
+        let metrics = server.get("/metrics").text();
+        series(
+            &metrics,
+            "tenure_database_seconds_count",
+            r#"op="etcd_keep_alive""#,
+        )
+        .unwrap_or(0.0)
+    };
+    runtime.block_on(async {
+        let mut c = Client::connect([target.url()], None)
+            .await
+            .expect("connect");
+        let lease = c.lease_grant(60, None).await.expect("grant").id();
+        let (mut keeper, mut answers) = c.lease_keep_alive(lease).await.expect("keep alive");
+        let before = renewals();
+        let sending = tokio::spawn(async move {
+            for _ in 0..SENT {
+                keeper.keep_alive().await.expect("send");
+            }
+            keeper
+        });
+        for i in 0..SENT {
+            let answer = tokio::time::timeout(Duration::from_secs(30), answers.message())
+                .await
+                .unwrap_or_else(|_| panic!("no answer {i} within 30 s"))
+                .expect("message")
+                .expect("the stream is open");
+            assert_eq!((answer.id(), answer.ttl()), (lease, 60), "answer {i}");
+        }
+        let _keeper = sending.await.expect("the sender");
+        let transactions = renewals() - before;
+        eprintln!("{kind}: {SENT} keep-alives sent at once on one stream took {transactions} transactions");
+        assert!(
+            (1.0..=(SENT / 4) as f64).contains(&transactions),
+            "{SENT} keep-alives took {transactions} transactions"
+        );
+    });
     drop(target);
     runtime.block_on(db.drop_tables());
 }
