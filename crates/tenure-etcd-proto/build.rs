@@ -1,6 +1,7 @@
 //! Generates etcd's v3 protocol from the .proto files in `proto/` (etcd's own, as the
 //! etcd-client crate ships them): protox parses them in Rust, so a build needs no `protoc`;
-//! tonic-prost-build writes the prost messages and, with the `server` feature, the services.
+//! tonic-prost-build writes the prost messages and, with the `server` feature, the services
+//! (with `client`, their clients).
 //! The parsed definitions are also written out as a `FileDescriptorSet` (`etcd.bin`): the
 //! JSON gateway of `tenure serve` reads its paths and message shapes from them.
 
@@ -24,7 +25,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").ok_or("no OUT_DIR")?);
     std::fs::write(out.join("etcd.bin"), compiler.encode_file_descriptor_set())?;
     tonic_prost_build::configure()
-        .build_client(false)
+        .build_client(std::env::var_os("CARGO_FEATURE_CLIENT").is_some())
         .build_server(std::env::var_os("CARGO_FEATURE_SERVER").is_some())
         .compile_fds(descriptors)?;
     Ok(())

@@ -1,6 +1,7 @@
 //! etcd's v3 protocol, generated at build time from etcd's own protocol definitions
 //! (`proto/`, Apache-2.0, as the etcd-client crate 0.21.1 ships them from etcd's repository):
-//! the messages always, the gRPC service traits with the `server` feature.
+//! the messages always, the gRPC service traits with the `server` feature, their clients with
+//! `client`.
 //!
 //! - [`etcdserverpb`]: KV, Watch, Lease, Cluster, Maintenance and Auth;
 //! - [`mvccpb`]: `KeyValue` and `Event`; [`authpb`]: users and roles;
