@@ -134,30 +134,52 @@ async fn follow(etcd: Etcd, poll: Duration, outlet: Outlet, mut stopping: watch:
     loop {
         // The next read starts `every` after this one started, not after it ended: a write
         // that this read just missed waits at most `every` and the next read (a read slower
-        // than that leaves the database a quarter of it before the next).
-        let next = Instant::now() + every;
+        // than that leaves the database a quarter of it before the next). After a failed
+        // read, the next waits the whole poll interval: a database that is down is asked,
+        // and warned of, no more often than before.
+        let started = Instant::now();
         changes.skip_pending();
-        match position {
+        let read = match position {
             None => match etcd.revisions().await {
                 Ok(now) => {
                     metrics::etcd_revisions(now.revision, now.floor);
                     outlet.published.send_replace(now.revision);
                     position = Some(now.revision);
+                    Read::Done
                 }
-                Err(e) => tracing::warn!(error = %e, "etcd watch hub: the first read failed"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "etcd watch hub: the first read failed");
+                    Read::Failed
+                }
             },
-            Some(through) => position = Some(read_new(&etcd, through, &outlet).await),
-        }
+            Some(through) => {
+                let (through, read) = read_new(&etcd, through, &outlet).await;
+                position = Some(through);
+                read
+            }
+        };
+        let next = match read {
+            Read::Done => (started + every).max(Instant::now() + every / 4),
+            Read::Failed => Instant::now() + poll.max(every),
+        };
         tokio::select! {
-            () = tokio::time::sleep_until(next.max(Instant::now() + every / 4)) => {}
+            () = tokio::time::sleep_until(next) => {}
             () = changes.changed(|t| t == Topic::Layer(TOPIC)) => {}
             _ = stopping.wait_for(|stopping| *stopping) => return,
         }
     }
 }
 
-/// Publishes every revision after `through` that the log holds now; the new position.
-async fn read_new(etcd: &Etcd, mut through: i64, outlet: &Outlet) -> i64 {
+/// How a read of the log went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Read {
+    Done,
+    Failed,
+}
+
+/// Publishes every revision after `through` that the log holds now; the new position, and
+/// whether every read it took succeeded.
+async fn read_new(etcd: &Etcd, mut through: i64, outlet: &Outlet) -> (i64, Read) {
     loop {
         let from = through + 1;
         let batch = match etcd.events(from, b"\0", b"\0", READ_LIMIT).await {
@@ -168,7 +190,7 @@ async fn read_new(etcd: &Etcd, mut through: i64, outlet: &Outlet) -> i64 {
                     Check::Whole => None,
                     Check::Diverged(resume) => Some(resume),
                     // Asked again at the next read.
-                    Check::Unknown => return through,
+                    Check::Unknown => return (through, Read::Failed),
                 };
                 if let Some(resume) = resume {
                     // Every watcher ends (one that fell behind the feed learns it from the
@@ -190,7 +212,7 @@ async fn read_new(etcd: &Etcd, mut through: i64, outlet: &Outlet) -> i64 {
                     continue;
                 }
                 if run.through < from {
-                    return through;
+                    return (through, Read::Done);
                 }
                 let done = run.through >= run.revision;
                 let batch = Batch {
@@ -216,7 +238,7 @@ async fn read_new(etcd: &Etcd, mut through: i64, outlet: &Outlet) -> i64 {
             ),
             Err(e) => {
                 tracing::warn!(error = %e, "etcd watch hub: reading the log failed");
-                return through;
+                return (through, Read::Failed);
             }
         };
         let (batch, done) = batch;
@@ -225,7 +247,7 @@ async fn read_new(etcd: &Etcd, mut through: i64, outlet: &Outlet) -> i64 {
         let _ = outlet.feed.send(Arc::new(batch));
         outlet.published.send_replace(through);
         if done {
-            return through;
+            return (through, Read::Done);
         }
     }
 }
@@ -279,5 +301,49 @@ async fn diverged(etcd: &Etcd, through: i64, run: &Events, first: Option<i64>) -
             tracing::warn!(error = %e, "etcd watch hub: reading the log failed");
             Check::Unknown
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant as StdInstant;
+    use tenure::backend::FailingBackend;
+
+    /// While the database fails every read, the hub asks it once per poll interval, as before
+    /// it read every quarter second when reads succeed (each failed read logs a warning): a
+    /// database that is down is not asked, nor warned of, four times as often.
+    #[tokio::test]
+    async fn a_failing_database_is_read_once_per_poll_interval() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("sqlite://{}", dir.path().join("hub.db").display());
+        let store = tenure::Store::connect(&url).await.expect("connect");
+        let failing = Arc::new(FailingBackend::new(store.backend().clone()));
+        let flaky = tenure::Store::from_backend(failing.clone(), Duration::from_secs(5));
+        failing.fail_at("etcd_events", Some(1));
+        let (stop, stopping) = watch::channel(false);
+        let poll = Duration::from_millis(800);
+        let _hub = Hub::spawn(Etcd::new(flaky), poll, 16, stopping);
+        let started = StdInstant::now();
+        // The first read comes at once; wait for it, then for 2 more poll intervals.
+        while failing.failed() == 0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "no read failed"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let first = StdInstant::now();
+        tokio::time::sleep(2 * poll + poll / 2).await;
+        let reads = failing.failed();
+        let spent = first.elapsed();
+        stop.send_replace(true);
+        // At most one read per poll interval after the first (fewer on a slow machine); at
+        // a quarter second's pace it would be 10 or more.
+        let most = 1 + u64::try_from(spent.as_millis() / poll.as_millis()).expect("small");
+        assert!(
+            (2..=most).contains(&reads),
+            "{reads} failed reads in {spent:?}, poll interval {poll:?}"
+        );
     }
 }
