@@ -12,6 +12,7 @@ mod curve;
 mod db;
 mod etcd;
 mod etcd_api;
+mod etcd_leases;
 mod failover;
 mod footprint;
 mod locks;
