@@ -28,13 +28,21 @@ const POLL: &str = "200ms";
 
 /// Two servers on one database (the second shares the first's tables).
 fn two(kind: BackendKind) -> Option<(tokio::runtime::Runtime, Db, Target, Target)> {
+    two_polling(kind, POLL)
+}
+
+/// [`two`] with the poll interval `poll`.
+fn two_polling(
+    kind: BackendKind,
+    poll: &str,
+) -> Option<(tokio::runtime::Runtime, Db, Target, Target)> {
     if !support::etcd::etcd_installed() {
         return None;
     }
     let runtime = support::runtime();
     let db = runtime.block_on(Db::new(kind))?;
-    let a = tenure_target_with(&db, &["--poll-interval", POLL, "--etcd-name", "a"]);
-    let b = tenure_target_with(&db, &["--poll-interval", POLL, "--etcd-name", "b"]);
+    let a = tenure_target_with(&db, &["--poll-interval", poll, "--etcd-name", "a"]);
+    let b = tenure_target_with(&db, &["--poll-interval", poll, "--etcd-name", "b"]);
     Some((runtime, db, a, b))
 }
 
@@ -120,15 +128,9 @@ fn a_watch_on_one_sees_writes_through_the_other(kind: BackendKind) {
 /// another long before a 60 s poll interval would have it read (it waited the whole interval
 /// before: `etcdctl lock`'s handoff between two servers took one).
 fn a_watch_sees_another_servers_write_long_before_a_slow_poll_interval(kind: BackendKind) {
-    if !support::etcd::etcd_installed() {
-        return;
-    }
-    let runtime = support::runtime();
-    let Some(db) = runtime.block_on(Db::new(kind)) else {
+    let Some((runtime, db, a, b)) = two_polling(kind, "60s") else {
         return;
     };
-    let a = tenure_target_with(&db, &["--poll-interval", "60s", "--etcd-name", "a"]);
-    let b = tenure_target_with(&db, &["--poll-interval", "60s", "--etcd-name", "b"]);
     runtime.block_on(async {
         let mut on_a = Client::connect([a.url()], None).await.expect("connect a");
         let mut on_b = Client::connect([b.url()], None).await.expect("connect b");
