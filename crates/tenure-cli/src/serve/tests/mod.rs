@@ -14,7 +14,7 @@
 
 use super::*;
 use axum::body::Body;
-use axum::http::{Method, Request, StatusCode};
+use axum::http::{HeaderMap, Method, Request, StatusCode};
 use serde_json::{json, Value};
 use std::time::Instant;
 use tenure::backend::{Backend, CountingBackend};
@@ -107,7 +107,7 @@ fn state(db: &TestDb, poll: Duration, campaigns: BTreeMap<String, Campaign>) -> 
 
 struct Reply {
     status: StatusCode,
-    headers: axum::http::HeaderMap,
+    headers: HeaderMap,
     body: Value,
 }
 

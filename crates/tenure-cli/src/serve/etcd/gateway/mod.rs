@@ -20,7 +20,7 @@ mod json;
 
 use axum::body::{Body, Bytes};
 use axum::extract::Request;
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{self, header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
@@ -125,7 +125,7 @@ async fn forward(endpoint: Arc<Endpoint>, grpc: Router, request: Request) -> Res
             Err(status) => return json::error(&status),
         }
     };
-    let mut call = axum::http::Request::post(endpoint.grpc_path.as_str())
+    let mut call = http::Request::post(endpoint.grpc_path.as_str())
         .header(header::CONTENT_TYPE, "application/grpc")
         .header(header::TE, "trailers");
     if let Some(token) = parts.headers.get(header::AUTHORIZATION) {
