@@ -65,8 +65,17 @@ pub(crate) async fn elector_leads_renews_and_releases_on_shutdown(store: Store) 
     let info = store.leader(&name).await.unwrap().expect("a leads");
     assert_eq!((info.holder.as_str(), info.term), ("a", 1));
     assert_eq!(info.metadata.as_deref(), Some("a:8080"));
+    // The leader-only work stops first, as it should: with the guard still held, shutdown
+    // waits for the tenure's deadline and releases only then, which may land after the
+    // lease ran out on a loaded machine (then nothing is released: it expired).
+    let lost = guard.lost_token();
+    drop(guard);
+    assert!(
+        !lost.is_cancelled(),
+        "the work stopped, the elector leads on"
+    );
     e.shutdown().await;
-    assert!(guard.is_lost());
+    assert!(lost.is_cancelled(), "shutdown ends the tenure");
     assert!(
         store.leader(&name).await.unwrap().is_none(),
         "shutdown releases"
