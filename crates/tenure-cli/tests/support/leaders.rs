@@ -165,6 +165,24 @@ impl Backend {
     pub(crate) fn stderr_of(&self, id: &str) -> String {
         std::fs::read_to_string(self.dir.path().join(format!("{id}.stderr"))).unwrap_or_default()
     }
+
+    /// What `id`'s tenure printed, once it holds `needle` (a line it logs after an event the
+    /// test saw another way, such as its command's start): waits at most 10 s, else panics
+    /// with what it printed.
+    pub(crate) fn stderr_once_it_holds(&self, id: &str, needle: &str) -> String {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let log = self.stderr_of(id);
+            if log.contains(needle) {
+                return log;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{id} did not print {needle:?} within 10 s:\n{log}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
