@@ -43,6 +43,8 @@ mod stall;
 mod stalling;
 
 use etcd_fence::etcd_fence_tests;
+use fence::fence_tests;
+use stall::stall_tests;
 
 /// Eight tests at once, unless `--test-threads` or `RUST_TEST_THREADS` says otherwise: the
 /// suite's tests mostly wait (for a ttl, a poll interval, the database's clock), and two at a
@@ -54,8 +56,6 @@ fn eight_at_once() {
         std::env::set_var("RUST_TEST_THREADS", "8");
     }
 }
-use fence::fence_tests;
-use stall::stall_tests;
 
 macro_rules! conformance {
     ($backend:ident, $kind:expr, [$($module:ident :: $test:ident),* $(,)?]) => {
