@@ -122,29 +122,28 @@ fn watch_stream(target: &Target) -> Transcript {
     let within = Duration::from_secs(10);
     let created = watch.next(within).expect("created");
     t.record_json("created", &created);
-    target.post(
-        "/v3/kv/put",
-        &json!({"key": b64("/service/w/a"), "value": b64("1")}).to_string(),
-    );
-    target.post(
-        "/v3/kv/put",
-        &json!({"key": b64("/service/w/b"), "value": b64("2")}).to_string(),
-    );
-    target.post(
-        "/v3/kv/put",
-        &json!({"key": b64("/service/x"), "value": b64("3")}).to_string(),
-    );
-    target.post(
-        "/v3/kv/txn",
-        &json!({"success": [{"request_put": {"key": b64("/service/w/c"), "value": b64("4")}},
-            {"request_delete_range": {"key": b64("/service/w/a")}}]})
-        .to_string(),
-    );
+    // The writes' answers are recorded too: a missing event then shows its revision.
+    for (key, value) in [
+        ("/service/w/a", "1"),
+        ("/service/w/b", "2"),
+        ("/service/x", "3"),
+    ] {
+        let put = json!({"key": b64(key), "value": b64(value)});
+        call(&mut t, target, "/v3/kv/put", &put);
+    }
+    let txn = json!({"success": [{"request_put": {"key": b64("/service/w/c"), "value": b64("4")}},
+        {"request_delete_range": {"key": b64("/service/w/a")}}]});
+    call(&mut t, target, "/v3/kv/txn", &txn);
     for what in ["put a", "put b", "a txn: one response"] {
-        t.record_json(
-            what,
-            &watch.next(within).unwrap_or_else(|| panic!("{what}")),
-        );
+        let event = watch.next_or_why(within).unwrap_or_else(|why| {
+            panic!(
+                "{}: no watch event for {what} ({why}); seen:\n{}\n--- the server's log\n{}",
+                target.label,
+                t.lines.join("\n"),
+                target.log()
+            )
+        });
+        t.record_json(what, &event);
     }
     // A keepalive stream through the gateway ends with its request body.
     let grant = target

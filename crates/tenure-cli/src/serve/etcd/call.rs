@@ -82,6 +82,15 @@ impl<A: Headed> Outbox<A> {
     }
 }
 
+#[cfg(test)]
+impl<A> Outbox<A> {
+    /// An outbox of `room` and what reaches its client (for tests of a stream's body).
+    pub(super) fn for_test(room: Room) -> (Outbox<A>, mpsc::Receiver<Result<A, Status>>) {
+        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+        (Outbox { tx, room }, rx)
+    }
+}
+
 impl<A> Clone for Outbox<A> {
     fn clone(&self) -> Outbox<A> {
         Outbox {

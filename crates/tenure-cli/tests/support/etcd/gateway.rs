@@ -95,8 +95,16 @@ impl GatewayStream {
 
     /// The next JSON object of the answer, waiting at most `within`.
     pub(crate) fn next(&self, within: Duration) -> Option<Value> {
-        let line = self.lines.recv_timeout(within).ok()?;
-        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+        self.next_or_why(within).ok()
+    }
+
+    /// The same, or why there is none: the answer ended, or nothing came within `within`.
+    pub(crate) fn next_or_why(&self, within: Duration) -> Result<Value, String> {
+        let line = self.lines.recv_timeout(within).map_err(|e| match e {
+            mpsc::RecvTimeoutError::Timeout => format!("nothing came within {within:?}"),
+            mpsc::RecvTimeoutError::Disconnected => "the answer ended".to_string(),
+        })?;
+        Ok(serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
     }
 
     /// Everything until the answer ends (at most `within`).

@@ -10,6 +10,8 @@
 //! stops, every watcher of the stream ends with it.
 
 mod hub;
+#[cfg(test)]
+mod tests;
 mod watcher;
 
 pub(crate) use hub::Hub;
@@ -188,7 +190,7 @@ impl Stream {
         metrics::etcd_watchers(1);
         let (room, outbox) = (self.room.clone(), self.outbox.clone());
         let task = self.tasks.spawn(async move {
-            watcher::run(room, watch, next, outbox).await;
+            watcher::run(room, watch, next, current, outbox).await;
             id
         });
         self.aborts.insert(id, task);

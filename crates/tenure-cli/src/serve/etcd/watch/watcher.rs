@@ -5,9 +5,11 @@
 //! position and the feed lacks it (a watch from the past, the hub's first read, a watcher
 //! that fell behind the feed's buffer), it reads its own range from the log and sends what it
 //! finds, up to [`REPLAY_REVISIONS`] revisions a response as etcd does for a watcher that is
-//! not synced. **Live**: it takes the hub's batches, skips what it has sent, keeps its keys,
-//! and sends one response per revision, as etcd does for a synced watcher. Every event of one
-//! revision is in one response. A watcher a batch or more behind takes what waits in the feed:
+//! not synced — but one revision a response for a watcher that is synced: one whose start lay
+//! past the revision it was created at (its task may start after the hub published what it
+//! needs), or that caught up before. **Live**: it takes the hub's batches, skips what it has
+//! sent, keeps its keys, and sends one response per revision, as etcd does for a synced
+//! watcher. Every event of one revision is in one response. A watcher a batch or more behind takes what waits in the feed:
 //! only the hub reads the log for watchers that keep within the feed's buffer.
 //!
 //! A start below the compaction floor ends it with etcd's compacted cancel.
@@ -125,8 +127,14 @@ pub(super) fn revision_of(event: &Event) -> i64 {
 }
 
 /// Runs `watch` from revision `next` on, sending to `outbox` until the client goes or the
-/// watch ends (compacted: its cancel is sent).
-pub(super) async fn run(room: Room, watch: Watch, mut next: i64, outbox: Outbox<WatchResponse>) {
+/// watch ends (compacted: its cancel is sent); `created` is the revision it was created at.
+pub(super) async fn run(
+    room: Room,
+    watch: Watch,
+    mut next: i64,
+    created: i64,
+    outbox: Outbox<WatchResponse>,
+) {
     let hub: &Hub = &room.0.hub;
     watch.sent.store(next - 1, Ordering::Relaxed);
     let (mut feed, _) = hub.subscribe();
@@ -139,6 +147,12 @@ pub(super) async fn run(room: Room, watch: Watch, mut next: i64, outbox: Outbox<
     // below the hub's position (a watch from the past, the hub's first read). Otherwise the
     // feed holds, in order, every batch the hub published since this watcher last looked.
     let mut behind = false;
+    // Synced, as etcd calls a watcher whose start lies past the revision it was created at,
+    // or that caught up: one response a revision, even for what it reads from the log (its
+    // task may start after the hub published the first revisions it needs). Until then, and
+    // again after it fell behind the feed, what it reads from the log goes many revisions a
+    // response, as etcd catches an unsynced watcher up.
+    let mut synced = next > created;
     loop {
         // What lies at or below the hub's position comes from the feed where it waits there
         // (a watcher one batch behind), else from the log.
@@ -155,6 +169,7 @@ pub(super) async fn run(room: Room, watch: Watch, mut next: i64, outbox: Outbox<
                             let _ = outbox.send(compacted(watch.id, resume)).await;
                             return;
                         }
+                        synced = false;
                     }
                     Err(TryRecvError::Closed) => return,
                     Err(TryRecvError::Empty) => {}
@@ -172,16 +187,13 @@ pub(super) async fn run(room: Room, watch: Watch, mut next: i64, outbox: Outbox<
                 .await
             {
                 Ok(run) => {
-                    let mut events: Vec<Event> =
+                    let events: Vec<Event> =
                         run.events.iter().filter_map(|e| watch.keep(e)).collect();
-                    while !events.is_empty() {
-                        let cut = replay_cut(&events);
-                        let rest = events.split_off(cut);
-                        if !outbox.send(watch.response(run.revision, events)).await {
+                    for answer in replay(&watch, events, run.revision, synced) {
+                        if !outbox.send(answer).await {
                             return;
                         }
                         idle = tokio::time::Instant::now() + PROGRESS_EVERY;
-                        events = rest;
                     }
                     next = next.max(run.through + 1);
                     watch.sent.store(next - 1, Ordering::Relaxed);
@@ -199,6 +211,7 @@ pub(super) async fn run(room: Room, watch: Watch, mut next: i64, outbox: Outbox<
         if waiting.is_none() {
             // Caught up with the hub's position: every later batch reaches the feed.
             behind = false;
+            synced = true;
         }
         // Live: the hub's batches.
         let batch: Arc<Batch> = match waiting {
@@ -212,6 +225,7 @@ pub(super) async fn run(room: Room, watch: Watch, mut next: i64, outbox: Outbox<
                             return;
                         }
                         behind = true;
+                        synced = false;
                         continue;
                     }
                     Err(RecvError::Closed) => return,
@@ -288,6 +302,30 @@ fn compacted(id: i64, floor: i64) -> WatchResponse {
         compact_revision: floor,
         ..WatchResponse::default()
     }
+}
+
+/// The responses that send `events` (in revision order) read from the log at `revision`:
+/// one a revision (at its own revision, as live) for a synced watcher, else at most
+/// [`REPLAY_REVISIONS`] revisions a response (at the revision read).
+fn replay(
+    watch: &Watch,
+    mut events: Vec<Event>,
+    revision: i64,
+    synced: bool,
+) -> Vec<WatchResponse> {
+    if synced {
+        return by_revision(events)
+            .into_iter()
+            .map(|same| watch.response(same.first().map_or(revision, revision_of), same))
+            .collect();
+    }
+    let mut answers = Vec::new();
+    while !events.is_empty() {
+        let rest = events.split_off(replay_cut(&events));
+        answers.push(watch.response(revision, events));
+        events = rest;
+    }
+    answers
 }
 
 /// `events` (in revision order) split by revision.
