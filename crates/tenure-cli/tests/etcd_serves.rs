@@ -6,7 +6,7 @@
 
 mod support;
 
-use etcd_client::{Client, GetOptions, PutOptions, WatchOptions};
+use etcd_client::{Client, GetOptions, LockOptions, PutOptions, WatchOptions};
 use nix::sys::signal::Signal;
 use std::time::{Duration, Instant};
 use support::etcd::{etcdctl_at, etcdctl_command_at, tenure_target, tenure_target_with, Target};
@@ -20,6 +20,7 @@ per_backend!(
     a_lock_through_one_excludes_a_locker_on_the_other,
     a_watch_on_one_sees_writes_through_the_other,
     a_watch_sees_another_servers_write_long_before_a_slow_poll_interval,
+    a_native_lock_waiter_wakes_long_before_a_slow_poll_interval,
     both_are_members_and_killing_one_loses_nothing
 );
 
@@ -157,6 +158,68 @@ fn a_watch_sees_another_servers_write_long_before_a_slow_poll_interval(kind: Bac
                 .expect("the stream is open");
             assert_eq!(event.events()[0].kv().expect("kv").mod_revision(), revision);
         }
+    });
+    drop((a, b));
+    runtime.block_on(db.drop_tables());
+}
+
+/// A native `Lock` waiter (jetcd's, the Rust crate's) on one server gets the lock released
+/// through another long before a 60 s poll interval: on MySQL nothing signals the release
+/// between servers, and the waiter looks again when the watch hub's quarter-second reads find
+/// new revisions (it waited the whole poll interval before).
+fn a_native_lock_waiter_wakes_long_before_a_slow_poll_interval(kind: BackendKind) {
+    let Some((runtime, db, a, b)) = two_polling(kind, "60s") else {
+        return;
+    };
+    runtime.block_on(async {
+        let mut on_a = Client::connect([a.url()], None).await.expect("connect a");
+        let mut on_b = Client::connect([b.url()], None).await.expect("connect b");
+        let first = on_a.lease_grant(60, None).await.expect("grant").id();
+        let second = on_b.lease_grant(60, None).await.expect("grant").id();
+        let held = on_a
+            .lock("native", Some(LockOptions::new().with_lease(first)))
+            .await
+            .expect("the lock through a")
+            .key()
+            .to_vec();
+        let mut locker = on_b.clone();
+        let waiter = tokio::spawn(async move {
+            locker
+                .lock("native", Some(LockOptions::new().with_lease(second)))
+                .await
+                .map(|got| got.key().to_vec())
+        });
+        // The waiter's key is in: it waits behind a's.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let keys = on_b
+                .get(
+                    "native/",
+                    Some(GetOptions::new().with_prefix().with_count_only()),
+                )
+                .await
+                .expect("count")
+                .count();
+            if keys == 2 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "b's waiter never queued");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!waiter.is_finished(), "b's waiter waits while a holds");
+        on_a.unlock(held.clone()).await.expect("unlock through a");
+        let released = Instant::now();
+        // Far above the quarter second (a busy machine), far below the 60 s poll.
+        let got = tokio::time::timeout(Duration::from_secs(20), waiter)
+            .await
+            .unwrap_or_else(|_| panic!("b's waiter waited for the poll interval:\n{}", b.log()))
+            .expect("the waiter's task")
+            .expect("the lock through b");
+        assert_ne!(got, held);
+        eprintln!(
+            "{kind}: a native Lock waiter on b got the lock released through a in {:?}",
+            released.elapsed()
+        );
     });
     drop((a, b));
     runtime.block_on(db.drop_tables());

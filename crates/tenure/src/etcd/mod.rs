@@ -131,6 +131,8 @@ pub struct Etcd {
     store: Store,
     statements: cell::Statements<Statements>,
     poll: Duration,
+    /// Wakes waiting recipes besides the store's change signals ([`Etcd::woken_by`]).
+    nudges: Option<tokio::sync::watch::Receiver<u64>>,
 }
 
 impl Etcd {
@@ -140,6 +142,7 @@ impl Etcd {
             store,
             statements: cell::Statements::default(),
             poll: DEFAULT_POLL,
+            nudges: None,
         }
     }
 
@@ -150,6 +153,16 @@ impl Etcd {
     #[must_use]
     pub fn poll_interval(mut self, every: Duration) -> Etcd {
         self.poll = every;
+        self
+    }
+
+    /// Waiting recipes also look at the log whenever `nudges` changes: a follower of the log
+    /// that reads it more often than the poll interval (as `tenure serve`'s watch hub, four
+    /// times a second) tells them of new revisions where the database sends no change signal
+    /// (MySQL; PostgreSQL behind a pooler). A nudge only wakes: the log still decides.
+    #[must_use]
+    pub fn woken_by(mut self, nudges: tokio::sync::watch::Receiver<u64>) -> Etcd {
+        self.nudges = Some(nudges);
         self
     }
 

@@ -122,6 +122,8 @@ impl Room {
             settings.watch_buffer,
             stopping.subscribe(),
         );
+        // The recipes this room runs wake when the hub's timed reads find new revisions.
+        let etcd = etcd.woken_by(hub.nudges());
         let renewer = renewer::Renewer::spawn(etcd.clone());
         let room = Room(Arc::new(Inner {
             etcd,

@@ -1,7 +1,8 @@
 //! How the recipes wait for a key to go (etcd's `waitDelete` and `waitDeletes`): they follow
 //! the log from a revision on, woken by the layer's change signals (PostgreSQL's NOTIFY,
 //! SQLite's doorbell) or, where there are none (MySQL, a pooler without a notify URL), by the
-//! handle's poll interval; and as they wait they reap leases that have ended (when a poll
+//! handle's poll interval (or a nudge, `Etcd::woken_by`: `tenure serve`'s watch hub reads the
+//! log four times a second); and as they wait they reap leases that have ended (when a poll
 //! interval passes without a signal, and at most once per interval otherwise), so that a
 //! holder whose lease ran out lets the next one in even where no server reaps.
 
@@ -84,13 +85,19 @@ impl Etcd {
 
     /// What a recipe keeps between its pauses, from now on.
     pub(super) fn waiting(&self) -> Waiting {
+        let mut nudges = self.nudges.clone();
+        if let Some(nudges) = nudges.as_mut() {
+            nudges.mark_unchanged();
+        }
         Waiting {
             changes: self.store.changes(),
+            nudges,
             reaped: Instant::now(),
         }
     }
 
-    /// Waits for a change signal of the layer, or the poll interval. Leases that have ended
+    /// Waits for a change signal of the layer, a nudge ([`Etcd::woken_by`]), or the poll
+    /// interval. Leases that have ended
     /// are reaped when the poll interval passed without a signal, and at most once per poll
     /// interval under a stream of signals: a signal (the handoff's, a deleted key) is answered
     /// without a reap before it.
@@ -98,8 +105,19 @@ impl Etcd {
     /// # Cancel safety
     /// Cancel safe.
     pub(super) async fn pause(&self, waiting: &mut Waiting) -> Result<()> {
+        let nudges = waiting.nudges.as_mut();
+        let nudged = async move {
+            if let Some(nudges) = nudges {
+                if nudges.changed().await.is_ok() {
+                    return;
+                }
+            }
+            // No nudges, or their sender gone: only the signals and the poll interval wake.
+            std::future::pending::<()>().await;
+        };
         let signalled = tokio::select! {
             () = waiting.changes.changed(|t| t == Topic::Layer(TOPIC)) => true,
+            () = nudged => true,
             () = tokio::time::sleep(self.poll) => false,
         };
         if !signalled || waiting.reaped.elapsed() >= self.poll {
@@ -114,6 +132,7 @@ impl Etcd {
 #[derive(Debug)]
 pub(super) struct Waiting {
     changes: Changes,
+    nudges: Option<tokio::sync::watch::Receiver<u64>>,
     reaped: Instant,
 }
 
@@ -140,6 +159,33 @@ pub(super) fn prefix_of(name: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A nudge wakes a waiting recipe at once, where the poll interval would have it wait a
+    /// minute; a nudge sent before it began to wait does not.
+    #[tokio::test]
+    async fn a_nudge_wakes_a_waiting_recipe() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = format!("sqlite://{}", dir.path().join("nudge.db").display());
+        let store = crate::Store::connect(&url).await.expect("connect");
+        let (nudge, nudges) = tokio::sync::watch::channel(0);
+        let etcd = Etcd::new(store)
+            .poll_interval(std::time::Duration::from_secs(60))
+            .woken_by(nudges);
+        nudge.send_replace(1);
+        // The process's first subscriber to SQLite's doorbell is woken once (a release may
+        // have come unrung before it held its waiting mark): that one is not the test's.
+        let _first = etcd.waiting();
+        let mut waiting = etcd.waiting();
+        let pause = etcd.pause(&mut waiting);
+        tokio::pin!(pause);
+        let early = tokio::time::timeout(std::time::Duration::from_millis(200), &mut pause).await;
+        assert!(early.is_err(), "an old nudge woke it");
+        nudge.send_replace(2);
+        tokio::time::timeout(std::time::Duration::from_secs(20), pause)
+            .await
+            .expect("the nudge woke it")
+            .expect("paused");
+    }
 
     #[test]
     fn keys_are_etcds() {

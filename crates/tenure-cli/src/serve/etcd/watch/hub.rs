@@ -73,6 +73,7 @@ pub(crate) struct Hub {
     feed: broadcast::Sender<Arc<Batch>>,
     position: watch::Receiver<i64>,
     divergence: watch::Receiver<Divergence>,
+    nudges: watch::Receiver<u64>,
 }
 
 impl Hub {
@@ -87,17 +88,29 @@ impl Hub {
         let (feed, _) = broadcast::channel(buffer.max(1));
         let (published, position) = watch::channel(0);
         let (diverged, divergence) = watch::channel(Divergence::default());
+        let (nudge, nudges) = watch::channel(0);
         let outlet = Outlet {
             feed: feed.clone(),
             published,
             diverged,
+            nudge,
         };
         tokio::spawn(follow(etcd, poll, outlet, stopping));
         Hub {
             feed,
             position,
             divergence,
+            nudges,
         }
+    }
+
+    /// Counts the reads that the clock started (no change signal had woken the hub) and that
+    /// found new revisions: the layer's waiting recipes (a `Lock`, a campaign, an observer)
+    /// look at the log when it moves ([`Etcd::woken_by`]), so that where the database sends
+    /// no signal (MySQL; PostgreSQL behind a pooler) they learn of a release from another
+    /// server within the hub's quarter second, not the poll interval.
+    pub(crate) fn nudges(&self) -> watch::Receiver<u64> {
+        self.nudges.clone()
     }
 
     /// The feed, and then the revision it has published through: every batch after that
@@ -123,6 +136,8 @@ struct Outlet {
     feed: broadcast::Sender<Arc<Batch>>,
     published: watch::Sender<i64>,
     diverged: watch::Sender<Divergence>,
+    /// Counts the timed reads that found new revisions (see [`Hub::nudges`]).
+    nudge: watch::Sender<u64>,
 }
 
 /// Follows the log: reads what is new, publishes it, waits for a signal or the next read's
@@ -131,6 +146,8 @@ async fn follow(etcd: Etcd, poll: Duration, outlet: Outlet, mut stopping: watch:
     let every = poll.min(MOST_BETWEEN_READS);
     let mut changes = etcd.store().changes();
     let mut position = None;
+    // Whether the clock, not a change signal, started this read.
+    let mut timed = true;
     loop {
         // The next read starts `every` after this one started, not after it ended: a write
         // that this read just missed waits at most `every` and the next read (a read slower
@@ -152,9 +169,12 @@ async fn follow(etcd: Etcd, poll: Duration, outlet: Outlet, mut stopping: watch:
                     Read::Failed
                 }
             },
-            Some(through) => {
-                let (through, read) = read_new(&etcd, through, &outlet).await;
+            Some(before) => {
+                let (through, read) = read_new(&etcd, before, &outlet).await;
                 position = Some(through);
+                if timed && through > before {
+                    outlet.nudge.send_modify(|n| *n += 1);
+                }
                 read
             }
         };
@@ -162,11 +182,11 @@ async fn follow(etcd: Etcd, poll: Duration, outlet: Outlet, mut stopping: watch:
             Read::Done => (started + every).max(Instant::now() + every / 4),
             Read::Failed => Instant::now() + poll.max(every),
         };
-        tokio::select! {
-            () = tokio::time::sleep_until(next) => {}
-            () = changes.changed(|t| t == Topic::Layer(TOPIC)) => {}
+        timed = tokio::select! {
+            () = tokio::time::sleep_until(next) => true,
+            () = changes.changed(|t| t == Topic::Layer(TOPIC)) => false,
             _ = stopping.wait_for(|stopping| *stopping) => return,
-        }
+        };
     }
 }
 
