@@ -408,6 +408,11 @@ fn members(target: &Target) -> Transcript {
             .is_some_and(|v| v.starts_with("3.4."))
             .to_string(),
     );
+    // The size differs by nature; that there is one does not.
+    t.record(
+        "status dbSize positive",
+        (status[0]["Status"]["dbSize"].as_i64().unwrap_or(0) > 0).to_string(),
+    );
     t.record_run(
         "endpoint health",
         &etcdctl(target, &["endpoint", "health"]).without_timing(),

@@ -141,6 +141,19 @@ impl Etcd {
         }
     }
 
+    /// The bytes the layer's tables take on the database, their indexes included (etcd's
+    /// `dbSize`): PostgreSQL's relation sizes, MySQL's `information_schema` estimate (InnoDB
+    /// updates it with its statistics, so it lags writes), the pages of SQLite's `dbstat`.
+    ///
+    /// # Errors
+    /// [`Error::Store`].
+    pub async fn size(&self) -> Result<u64> {
+        match self.call(Call::Size).await? {
+            Reply::Size(bytes) => Ok(u64::try_from(bytes).unwrap_or(0)),
+            _ => Err(mismatch()),
+        }
+    }
+
     /// What an operator sees, in one transaction at one revision: the revision and the
     /// compaction floor, the leases that live (earliest end first) with their granted TTL,
     /// what they have left by the database's clock and how many keys each has, and the keys

@@ -63,6 +63,8 @@ pub(super) enum Call<'a> {
         limit: usize,
     },
     Revision,
+    /// The bytes the tables take.
+    Size,
     Join {
         member: &'a Member,
         ttl_ms: u64,
@@ -97,6 +99,7 @@ pub(super) enum Reply {
     Reaped { leases: usize, revision: i64 },
     Events(Events),
     Revision { revision: i64, floor: i64 },
+    Size(i64),
     Member(Member),
     Alive(bool),
     Left,
@@ -132,6 +135,7 @@ impl Call<'_> {
             | Call::Ended
             | Call::Events { .. }
             | Call::Revision
+            | Call::Size
             | Call::Members
             | Call::Fence => Kind::Read,
         }
@@ -155,6 +159,7 @@ impl Call<'_> {
                 "etcd_members"
             }
             Call::Fence => "etcd_fence",
+            Call::Size => "etcd_size",
             Call::Overview(_) => "etcd_overview",
         }
     }
@@ -307,6 +312,7 @@ async fn other(tx: &mut EtcdTx<'_>, call: Call<'_>) -> Result<Reply> {
             revision: tx.read_revision().await?,
             floor: tx.read_floor().await?,
         },
+        Call::Size => Reply::Size(tx.size().await?),
         Call::Grant { id, ttl } => {
             let now = tx.now().await?;
             Reply::Grant(leases::grant(tx, id, ttl, now).await?)

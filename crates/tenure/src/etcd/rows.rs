@@ -237,6 +237,12 @@ impl<'t> EtcdTx<'t> {
         Ok(self.kvs(&Span::One(key.to_vec()), None).await?.pop())
     }
 
+    /// The bytes the etcd tables take, indexes included.
+    pub(crate) async fn size(&mut self) -> Result<i64> {
+        let rows = self.tx.fetch(&self.s.size, &[]).await?;
+        rows.first().map_or(Ok(0), |row| row.int("n"))
+    }
+
     /// How many keys `span` holds.
     pub(crate) async fn count(&mut self, span: &Span) -> Result<i64> {
         let Some((sql, args)) = self.s.kvs_count.pick(span) else {

@@ -53,6 +53,8 @@ pub(crate) struct Statements {
     pub(super) floor: Counter,
     pub(super) kvs: Spanned,
     pub(super) kvs_count: Spanned,
+    /// The bytes the etcd tables take, indexes included, as `n` (etcd's `dbSize`).
+    pub(super) size: String,
     pub(super) kvs_of_lease: String,
     pub(super) insert_kv: String,
     pub(super) update_kv: String,
@@ -241,6 +243,7 @@ impl Statements {
             delete_ended_members: format!("DELETE FROM {member} WHERE expires_at <= {}", at(1)),
             fence: fence(&kv, d),
             overview: super::overview::Sql::new(&kv, &lease, d, kind),
+            size: size_of(kind, prefix),
         }
     }
 
@@ -356,6 +359,34 @@ const MEMBER: Table = Table {
     primary_key: &["id"],
     indexes: &[],
 };
+
+/// The statement of the bytes the etcd tables take on disk, their indexes included, as `n`:
+/// PostgreSQL's relation sizes, MySQL's `information_schema` (InnoDB's estimate, updated with
+/// its statistics), the pages of SQLite's `dbstat`.
+fn size_of(kind: BackendKind, prefix: &str) -> String {
+    let tables = SCHEMA
+        .tables
+        .iter()
+        .map(|t| format!("'{}'", t.named(prefix)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    match kind {
+        BackendKind::Postgres => format!(
+            "SELECT CAST(COALESCE(SUM(pg_total_relation_size(to_regclass(t))), 0) AS BIGINT) AS n \
+             FROM unnest(ARRAY[{tables}]) AS t"
+        ),
+        BackendKind::MySql => format!(
+            "SELECT CAST(COALESCE(SUM(data_length + index_length), 0) AS SIGNED) AS n \
+             FROM information_schema.tables \
+             WHERE table_schema = DATABASE() AND table_name IN ({tables})"
+        ),
+        BackendKind::Sqlite | BackendKind::Memory => format!(
+            "SELECT COALESCE(SUM(pgsize), 0) AS n FROM dbstat \
+             WHERE aggregate = TRUE AND name IN \
+             (SELECT name FROM sqlite_master WHERE tbl_name IN ({tables}))"
+        ),
+    }
+}
 
 /// The etcd tables.
 pub(crate) const SCHEMA: Schema = Schema {

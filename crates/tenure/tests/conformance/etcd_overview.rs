@@ -177,3 +177,36 @@ pub(crate) async fn etcd_overview_follows_the_database_clock(store: Store) {
     assert_eq!(owners, [(long, true)], "the next waiter owns the lock");
     s.drop_tables().await;
 }
+
+/// The bytes the layer's tables take (`Etcd::size`, etcd's `dbSize` in `Maintenance.Status`):
+/// more than nothing from the start, and more after a few hundred kilobytes are written
+/// (MySQL's figure is InnoDB's estimate, which its statistics update after the writes: waited
+/// for, within 60 s).
+pub(crate) async fn etcd_size_counts_the_layers_tables(store: Store) {
+    let kind = store.kind();
+    let s = Scoped::new(store).await;
+    let empty = s.etcd.size().await.expect("size");
+    assert!(empty > 0, "{kind}: the empty tables take {empty} bytes");
+    let value = "v".repeat(1024);
+    for i in 0..300 {
+        put(&s.etcd, &format!("size/{i:04}"), &value).await;
+    }
+    let written = std::time::Instant::now();
+    let deadline = written + std::time::Duration::from_secs(60);
+    loop {
+        let full = s.etcd.size().await.expect("size");
+        if full >= empty + 300 * 1024 {
+            eprintln!(
+                "{kind}: the etcd tables took {empty} bytes empty, {full} with 300 KiB of values \
+                 ({:?} after the writes)",
+                written.elapsed()
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{kind}: {empty} bytes before 300 KiB of values, {full} after"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}

@@ -194,6 +194,7 @@ for_every_backend!([
     etcd_model::etcd_matches_the_reference,
     etcd_overview::etcd_overview_shows_leases_and_recipe_owners,
     etcd_overview::etcd_overview_follows_the_database_clock,
+    etcd_overview::etcd_size_counts_the_layers_tables,
 ]);
 
 fence_tests!(

@@ -1,5 +1,6 @@
-//! `Maintenance`: `Status` and the alarm list. The database does its own storage upkeep, so
-//! defragmentation, hashes, snapshots, leader moves and downgrades are not served.
+//! `Maintenance`: `Status` (its `dbSize` the bytes the etcd tables take) and the alarm list.
+//! The database does its own storage upkeep, so defragmentation, hashes, snapshots, leader
+//! moves and downgrades are not served.
 
 use super::call::{Outbound, Rpc};
 use super::{cluster, Room};
@@ -39,6 +40,7 @@ impl Maintenance for Room {
             request,
             |room, _| async move {
                 let revision = room.etcd().revisions().await?.revision;
+                let size = i64::try_from(room.etcd().size().await?).unwrap_or(i64::MAX);
                 let index = u64::try_from(revision).unwrap_or(0);
                 // No member leads (there is no Raft): the one with the lowest id, so that
                 // every member names the same one.
@@ -55,6 +57,8 @@ impl Maintenance for Room {
                     raft_index: index,
                     raft_term: cluster::RAFT_TERM,
                     raft_applied_index: index,
+                    db_size: size,
+                    db_size_in_use: size,
                     ..StatusResponse::default()
                 })
             },
