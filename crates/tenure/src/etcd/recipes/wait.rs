@@ -97,10 +97,9 @@ impl Etcd {
     }
 
     /// Waits for a change signal of the layer, a nudge ([`Etcd::woken_by`]), or the poll
-    /// interval. Leases that have ended
-    /// are reaped when the poll interval passed without a signal, and at most once per poll
-    /// interval under a stream of signals: a signal (the handoff's, a deleted key) is answered
-    /// without a reap before it.
+    /// interval. Leases that have ended are reaped when the poll interval passed without a
+    /// signal or nudge, and at most once per poll interval under a stream of them: a signal
+    /// (the handoff's, a deleted key) is answered without a reap before it.
     ///
     /// # Cancel safety
     /// Cancel safe.

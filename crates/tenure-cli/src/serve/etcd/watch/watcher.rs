@@ -9,8 +9,9 @@
 //! past the revision it was created at (its task may start after the hub published what it
 //! needs), or that caught up before. **Live**: it takes the hub's batches, skips what it has
 //! sent, keeps its keys, and sends one response per revision, as etcd does for a synced
-//! watcher. Every event of one revision is in one response. A watcher a batch or more behind takes what waits in the feed:
-//! only the hub reads the log for watchers that keep within the feed's buffer.
+//! watcher. Every event of one revision is in one response. A watcher a batch or more behind
+//! takes what waits in the feed: only the hub reads the log for watchers that keep within the
+//! feed's buffer.
 //!
 //! A start below the compaction floor ends it with etcd's compacted cancel.
 
