@@ -17,6 +17,7 @@ per_backend!(
     abandoned_streams_leave_no_watcher_and_every_call_is_counted,
     many_watchers_of_a_busy_log_read_only_the_feed,
     keep_alives_sent_together_on_one_stream_share_transactions,
+    etcd_writes_do_not_make_the_lease_view_read_again,
     a_lock_through_one_excludes_a_locker_on_the_other,
     a_watch_on_one_sees_writes_through_the_other,
     a_watch_sees_another_servers_write_long_before_a_slow_poll_interval,
@@ -546,6 +547,49 @@ fn keep_alives_sent_together_on_one_stream_share_transactions(kind: BackendKind)
             "{SENT} keep-alives took {transactions} transactions"
         );
     });
+    drop(target);
+    runtime.block_on(db.drop_tables());
+}
+
+/// An etcd write signals its layer's topic, which the house's lease view (`tenure serve`'s
+/// blocking queries and status) does not follow: 20 puts leave its reads where they were
+/// (each put read every lease again before, on every backend: the signal reaches the
+/// server's own watchers).
+fn etcd_writes_do_not_make_the_lease_view_read_again(kind: BackendKind) {
+    let runtime = support::runtime();
+    let Some(db) = runtime.block_on(Db::new(kind)) else {
+        return;
+    };
+    let target = tenure_target_with(&db, &["--poll-interval", "10m"]);
+    let server = target.server.as_ref().expect("a server");
+    let polls = || {
+        series(
+            &server.get("/metrics").text(),
+            "tenure_serve_polls_total",
+            "",
+        )
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while polls().unwrap_or(0.0) < 1.0 {
+        assert!(Instant::now() < deadline, "the lease view never read");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let before = polls().unwrap_or(0.0);
+    runtime.block_on(async {
+        let mut c = Client::connect([target.url()], None)
+            .await
+            .expect("connect");
+        for i in 0..20 {
+            c.put(format!("quiet/{i}"), "v", None).await.expect("put");
+        }
+    });
+    // A read the puts woke would have been counted by the time the watchers saw them.
+    let after = polls().unwrap_or(0.0);
+    assert!(
+        after - before <= 1.0,
+        "{kind}: 20 etcd puts made the lease view read {} times",
+        after - before
+    );
     drop(target);
     runtime.block_on(db.drop_tables());
 }

@@ -255,7 +255,7 @@ async fn poll(
         });
         tokio::select! {
             () = tokio::time::sleep(interval) => {}
-            () = changes.changed(|_| true) => {}
+            () = changes.changed(super::beyond_etcd) => {}
         }
     }
 }
@@ -285,6 +285,21 @@ mod tests {
             now: DbTime(now),
             leases,
         })
+    }
+
+    /// An etcd write (its layer's signal) wakes neither the lease view nor Consul's index;
+    /// a lease's, Consul's, or "anything may have changed" does.
+    #[test]
+    fn etcd_writes_wake_neither_the_lease_view_nor_consuls_index() {
+        use tenure::Topic;
+        #[cfg(feature = "etcd")]
+        assert!(!crate::serve::beyond_etcd(Topic::Layer(
+            tenure::etcd::TOPIC
+        )));
+        assert!(!crate::serve::beyond_etcd(Topic::Layer("etcd")));
+        assert!(crate::serve::beyond_etcd(Topic::Lease("etcd")));
+        assert!(crate::serve::beyond_etcd(Topic::Layer("consul")));
+        assert!(crate::serve::beyond_etcd(Topic::Any));
     }
 
     #[test]

@@ -211,7 +211,7 @@ async fn poll_index(consul: Consul, index: Arc<watch::Sender<u64>>, poll: Durati
         }
         tokio::select! {
             () = tokio::time::sleep(poll) => {}
-            () = changes.changed(|_| true) => {}
+            () = changes.changed(crate::serve::beyond_etcd) => {}
         }
     }
 }
