@@ -1,9 +1,10 @@
 //! The shared watcher behind blocking queries.
 //!
-//! One task reads every lease (`Store::list`) each poll interval, and at once when PostgreSQL
-//! announces a change (LISTEN/NOTIFY through `Backend::subscribe`). Each read that changes
-//! what matters (a [`ChangeKey`] of a lease differs, or the set of names changes) raises the [`View::index`]; the countdown of the
-//! time left does not. A blocking query only watches the published [`View`]: a thousand
+//! One task reads every lease (`Store::list`) each poll interval, and at once when the backend
+//! announces a change (PostgreSQL's LISTEN/NOTIFY, the doorbells, through `Backend::subscribe`)
+//! other than an etcd write's. Each read that changes what matters (a [`ChangeKey`] of a lease
+//! differs, or the set of names changes) raises the [`View::index`]; the countdown of the time
+//! left does not. A blocking query only watches the published [`View`]: a thousand
 //! waiting clients cost no more database reads than one. Each read also feeds the
 //! metrics of what the watcher sees: the leader and term of every name, and how long a name
 //! stood vacant before its next tenure (`tenure::telemetry::Vacancies`), and each name's
@@ -114,7 +115,7 @@ pub(crate) struct Watcher {
 
 impl Watcher {
     /// Starts the watcher on the current runtime: a read now, then every `interval` and on
-    /// every notification of the backend.
+    /// every notification of the backend but the etcd layer's ([`super::beyond_etcd`]).
     pub(crate) fn spawn(store: Store, interval: Duration) -> Watcher {
         let (tx, view) = watch::channel(Arc::new(View::default()));
         let changes = store.changes();

@@ -197,7 +197,8 @@ async fn upkeep(consul: Consul, node: String, lease: Duration) {
     }
 }
 
-/// Reads the index every `poll` and on every notification.
+/// Reads the index every `poll` and on every notification but the etcd layer's
+/// ([`crate::serve::beyond_etcd`]).
 async fn poll_index(consul: Consul, index: Arc<watch::Sender<u64>>, poll: Duration) {
     let mut changes = consul.store().changes();
     loop {
