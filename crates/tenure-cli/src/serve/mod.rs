@@ -226,6 +226,7 @@ async fn openapi() -> Response {
 /// index follow: every topic but etcd's, whose writes touch only the etcd tables. Each etcd
 /// write woke both, and each read again for nothing: a lease list and a Consul index request
 /// per write, on every `serve` of the database.
+///
 /// Named here, not through `tenure::etcd::TOPIC`, for builds without etcd's API (another
 /// `serve` on the database may have it; a test checks the two agree).
 pub(crate) fn beyond_etcd(topic: tenure::Topic<'_>) -> bool {

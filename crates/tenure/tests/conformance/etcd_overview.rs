@@ -209,4 +209,5 @@ pub(crate) async fn etcd_size_counts_the_layers_tables(store: Store) {
         );
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
+    s.drop_tables().await;
 }
