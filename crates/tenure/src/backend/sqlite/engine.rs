@@ -119,35 +119,25 @@ impl Engine for Sqlite {
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(options.timeout);
         let file = connect.get_filename().to_path_buf();
-        let pool = SqlitePoolOptions::new()
-            // One connection: SQLite has one writer at a time anyway, and the pool's queue is
-            // first come, first served, where writers contending through `busy_timeout` poll
-            // and can starve one another. (It also keeps `:memory:` one database.)
-            .max_connections(1)
-            .acquire_timeout(options.timeout)
-            // No ping before each call: the connection lives in this process, and a ping is
-            // only a round trip to its worker thread (sqlx pings it when taking it back).
-            .test_before_acquire(false)
-            // A transaction cancelled at the wrong instant (a timeout while the process was
-            // starved, say) can leave the connection inside it: its rollback failed while a
-            // statement was still active. Reused, that connection would hold the write lock
-            // forever and refuse every `BEGIN`; closed, SQLite rolls it back.
-            .before_acquire(|conn, _| {
-                Box::pin(async move {
-                    use sqlx::TransactionManager;
-                    Ok(
-                        <sqlx::Sqlite as sqlx::Database>::TransactionManager::get_transaction_depth(
-                            conn,
-                        ) == 0,
-                    )
-                })
-            })
-            .connect_with(connect)
-            .await
-            .map_err(|source| Error::Connect {
-                url: redacted.to_string(),
-                source,
-            })?;
+        // Several processes opening a new file at once: while one turns it to WAL, another's
+        // first connection can find it locked without its busy timeout being waited (2 of 120
+        // starts of four `tenure status` at once on a new file). It tries again, within the
+        // store's timeout.
+        let started = std::time::Instant::now();
+        let pool = loop {
+            match pool_options(options).connect_with(connect.clone()).await {
+                Ok(pool) => break pool,
+                Err(e) if is_busy(&e) && started.elapsed() < options.timeout => {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                Err(source) => {
+                    return Err(Error::Connect {
+                        url: redacted.to_string(),
+                        source,
+                    })
+                }
+            }
+        };
         // Every process of an on-disk database is on this host: a doorbell beside the file.
         let in_memory = url.contains(":memory:") || url.contains("mode=memory");
         let bell = if in_memory { None } else { Doorbell::of(&file) };
@@ -199,4 +189,41 @@ fn wakes_someone(effect: &Effect) -> bool {
             | Effect::Paused
             | Effect::Resumed
     )
+}
+
+/// The pool of one connection a store keeps (see `open`).
+fn pool_options(options: &StoreOptions) -> SqlitePoolOptions {
+    SqlitePoolOptions::new()
+        // One connection: SQLite has one writer at a time anyway, and the pool's queue is
+        // first come, first served, where writers contending through `busy_timeout` poll
+        // and can starve one another. (It also keeps `:memory:` one database.)
+        .max_connections(1)
+        .acquire_timeout(options.timeout)
+        // No ping before each call: the connection lives in this process, and a ping is
+        // only a round trip to its worker thread (sqlx pings it when taking it back).
+        .test_before_acquire(false)
+        // A transaction cancelled at the wrong instant (a timeout while the process was
+        // starved, say) can leave the connection inside it: its rollback failed while a
+        // statement was still active. Reused, that connection would hold the write lock
+        // forever and refuse every `BEGIN`; closed, SQLite rolls it back.
+        .before_acquire(|conn, _| {
+            Box::pin(async move {
+                use sqlx::TransactionManager;
+                Ok(
+                    <sqlx::Sqlite as sqlx::Database>::TransactionManager::get_transaction_depth(
+                        conn,
+                    ) == 0,
+                )
+            })
+        })
+}
+
+/// Whether SQLite answered `SQLITE_BUSY` (its primary code 5, whatever the extended one).
+fn is_busy(e: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = e else {
+        return false;
+    };
+    db.code()
+        .and_then(|code| code.parse::<i32>().ok())
+        .is_some_and(|code| code & 0xff == 5)
 }
