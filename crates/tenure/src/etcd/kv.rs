@@ -70,9 +70,9 @@ impl Writing {
         }
     }
 
-    /// Logs `event` as its next change.
+    /// Applies `event` to its key and logs it as its next change.
     pub(super) async fn log(&mut self, tx: &mut EtcdTx<'_>, event: &Event) -> Result<()> {
-        tx.log(event, self.seq).await?;
+        tx.record(event, self.seq).await?;
         self.seq += 1;
         Ok(())
     }
@@ -191,7 +191,6 @@ pub(super) async fn put(
         version: prev.as_ref().map_or(0, |kv| kv.version) + 1,
         lease,
     };
-    tx.write_kv(&kv, prev.is_some()).await?;
     let event = Event {
         r#type: EventType::Put as i32,
         kv: Some(kv),
@@ -227,7 +226,6 @@ pub(super) async fn delete_keys(
 ) -> Result<Vec<KeyValue>> {
     let revision = w.revision();
     for kv in &kvs {
-        tx.delete_kv(&kv.key).await?;
         let event = Event {
             r#type: EventType::Delete as i32,
             kv: Some(KeyValue {

@@ -37,9 +37,9 @@ pub(crate) struct MemberRow {
 ///
 /// It remembers the single keys it read or wrote ([`kv`](EtcdTx::kv), a one-key
 /// [`kvs`](EtcdTx::kvs)): a Txn's compare, its Put's check and the Put itself read a key once.
-/// Every write of a key goes through it ([`write_kv`](EtcdTx::write_kv),
-/// [`delete_kv`](EtcdTx::delete_kv)), and a writer holds the revision, which every other
-/// writer of keys takes first, so what it remembers is what the database holds for it.
+/// Every write of a key goes through it ([`record`](EtcdTx::record)), and a writer holds the
+/// revision, which every other writer of keys takes first, so what it remembers is what the
+/// database holds for it.
 pub(crate) struct EtcdTx<'t> {
     pub(super) tx: &'t mut dyn Tx,
     pub(super) s: &'t Statements,
@@ -261,47 +261,43 @@ impl<'t> EtcdTx<'t> {
         all(&rows, kv_row)
     }
 
-    /// Writes `kv` as the key's row (`existed`: it has one to update).
-    pub(crate) async fn write_kv(&mut self, kv: &KeyValue, existed: bool) -> Result<()> {
-        let (value, key) = (Arg::Bytes(&kv.value), Arg::Bytes(&kv.key));
+    /// Applies `event` to its key's row (a put writes the key as the event's `kv`, updating
+    /// the row when the event has a `prev_kv`; a delete removes it) and appends the event
+    /// (its revision is its key's `mod_revision`) to the log as the `seq`-th change of its
+    /// revision: in one statement where the engine can, else two.
+    pub(crate) async fn record(&mut self, event: &Event, seq: i64) -> Result<()> {
+        let empty = KeyValue::default();
+        let kv = event.kv.as_ref().unwrap_or(&empty);
+        let prev = event.prev_kv.as_ref();
+        let deleted = event.r#type == EventType::Delete as i32;
         let numbers = [
             Arg::Int(kv.create_revision),
             Arg::Int(kv.mod_revision),
             Arg::Int(kv.version),
             Arg::Int(kv.lease),
         ];
-        // Forgotten first: a statement that fails leaves the key unknown, not wrong.
-        self.known.remove(&kv.key);
-        if existed {
-            let mut args = vec![value];
-            args.extend(numbers);
-            args.push(key);
-            self.tx.execute(&self.s.update_kv, &args).await?;
-        } else {
-            let mut args = vec![key, value];
-            args.extend(numbers);
-            self.tx.execute(&self.s.insert_kv, &args).await?;
-        }
-        self.known.insert(kv.key.clone(), Some(kv.clone()));
-        Ok(())
-    }
-
-    pub(crate) async fn delete_kv(&mut self, key: &[u8]) -> Result<()> {
-        self.known.remove(key);
-        self.tx
-            .execute(&self.s.delete_kv, &[Arg::Bytes(key)])
-            .await?;
-        self.known.insert(key.to_vec(), None);
-        Ok(())
-    }
-
-    /// Appends `event` (its revision is its key's `mod_revision`) as the `seq`-th change of its
-    /// revision.
-    pub(crate) async fn log(&mut self, event: &Event, seq: i64) -> Result<()> {
-        let empty = KeyValue::default();
-        let kv = event.kv.as_ref().unwrap_or(&empty);
-        let prev = event.prev_kv.as_ref().unwrap_or(&empty);
-        let args = [
+        let (kv_sql, logged_sql, mut args) = match (deleted, prev) {
+            (true, _) => (
+                &self.s.delete_kv,
+                self.s.logged.as_ref().map(|l| &l.delete),
+                vec![Arg::Bytes(&kv.key)],
+            ),
+            (false, Some(_)) => {
+                let mut args = vec![Arg::Bytes(&kv.value)];
+                args.extend(numbers);
+                args.push(Arg::Bytes(&kv.key));
+                let logged = self.s.logged.as_ref().map(|l| &l.update);
+                (&self.s.update_kv, logged, args)
+            }
+            (false, None) => {
+                let mut args = vec![Arg::Bytes(&kv.key), Arg::Bytes(&kv.value)];
+                args.extend(numbers);
+                let logged = self.s.logged.as_ref().map(|l| &l.insert);
+                (&self.s.insert_kv, logged, args)
+            }
+        };
+        let prev = prev.unwrap_or(&empty);
+        let logged = [
             Arg::Int(kv.mod_revision),
             Arg::Int(seq),
             Arg::Int(i64::from(event.r#type)),
@@ -316,7 +312,21 @@ impl<'t> EtcdTx<'t> {
             Arg::Int(prev.version),
             Arg::Int(prev.lease),
         ];
-        self.tx.execute(&self.s.insert_event, &args).await
+        // Forgotten first: a statement that fails leaves the key unknown, not wrong.
+        self.known.remove(&kv.key);
+        match logged_sql {
+            Some(sql) => {
+                args.extend(logged);
+                self.tx.execute(sql, &args).await?;
+            }
+            None => {
+                self.tx.execute(kv_sql, &args).await?;
+                self.tx.execute(&self.s.insert_event, &logged).await?;
+            }
+        }
+        let now = (!deleted).then(|| kv.clone());
+        self.known.insert(kv.key.clone(), now);
+        Ok(())
     }
 
     /// The events of `span` after revision `after`, in revision order.

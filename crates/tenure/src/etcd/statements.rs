@@ -38,6 +38,15 @@ impl Spanned {
     }
 }
 
+/// `insert_kv`, `update_kv` and `delete_kv`, each with `insert_event` in the same statement:
+/// the key's parameters first, the event's after them.
+#[derive(Debug)]
+pub(super) struct Logged {
+    pub(super) insert: String,
+    pub(super) update: String,
+    pub(super) delete: String,
+}
+
 /// The statements of the etcd tables, with the prefix filled in.
 #[derive(Debug)]
 pub(crate) struct Statements {
@@ -64,6 +73,9 @@ pub(crate) struct Statements {
     /// Events from revision parameter 1 through parameter 2, in a span.
     pub(super) events_between: Spanned,
     pub(super) insert_event: String,
+    /// Where one statement can change two tables (PostgreSQL's data-modifying `WITH`): a key's
+    /// row written and its event logged in one round trip.
+    pub(super) logged: Option<Logged>,
     pub(super) delete_events_below: String,
     pub(super) lease: String,
     pub(super) lease_locked: String,
@@ -126,6 +138,31 @@ impl Statements {
         );
         let at = |n: usize| (d.from_us)(&p(n));
         let params = |from: usize, to: usize| (from..=to).map(p).collect::<Vec<_>>().join(", ");
+        let insert_kv = format!(
+            "INSERT INTO {kv} (kv_key, value, create_revision, mod_revision, version, lease) \
+             VALUES ({})",
+            params(1, 6)
+        );
+        let update_kv = format!(
+            "UPDATE {kv} SET value = {}, create_revision = {}, mod_revision = {}, version = {}, \
+             lease = {} WHERE kv_key = {}",
+            p(1),
+            p(2),
+            p(3),
+            p(4),
+            p(5),
+            p(6)
+        );
+        let delete_kv = format!("DELETE FROM {kv} WHERE kv_key = {}", p(1));
+        // Its parameters from `first` on.
+        let insert_event = |first: usize| {
+            format!(
+                "INSERT INTO {ev} (revision, seq, kind, kv_key, value, create_revision, version, \
+                 lease, prev_value, prev_create_revision, prev_mod_revision, prev_version, \
+                 prev_lease) VALUES ({})",
+                params(first, first + 12)
+            )
+        };
         Statements {
             param: d.param,
             for_update: d.for_update,
@@ -135,22 +172,14 @@ impl Statements {
             kvs: Spanned::new(d, &format!("{kv_columns} WHERE"), " ORDER BY kv_key", 1),
             kvs_count: Spanned::new(d, &format!("SELECT COUNT(*) AS n FROM {kv} WHERE"), "", 1),
             kvs_of_lease: format!("{kv_columns} WHERE lease = {} ORDER BY kv_key", p(1)),
-            insert_kv: format!(
-                "INSERT INTO {kv} (kv_key, value, create_revision, mod_revision, version, lease) \
-                 VALUES ({})",
-                params(1, 6)
-            ),
-            update_kv: format!(
-                "UPDATE {kv} SET value = {}, create_revision = {}, mod_revision = {}, \
-                 version = {}, lease = {} WHERE kv_key = {}",
-                p(1),
-                p(2),
-                p(3),
-                p(4),
-                p(5),
-                p(6)
-            ),
-            delete_kv: format!("DELETE FROM {kv} WHERE kv_key = {}", p(1)),
+            logged: (kind == BackendKind::Postgres).then(|| Logged {
+                insert: format!("WITH k AS ({insert_kv}) {}", insert_event(7)),
+                update: format!("WITH k AS ({update_kv}) {}", insert_event(7)),
+                delete: format!("WITH k AS ({delete_kv}) {}", insert_event(2)),
+            }),
+            insert_kv,
+            update_kv,
+            delete_kv,
             events_after: Spanned::new(
                 d,
                 &format!("{ev_columns} WHERE revision > {} AND", p(1)),
@@ -167,12 +196,7 @@ impl Statements {
                 " ORDER BY revision, seq",
                 3,
             ),
-            insert_event: format!(
-                "INSERT INTO {ev} (revision, seq, kind, kv_key, value, create_revision, version, \
-                 lease, prev_value, prev_create_revision, prev_mod_revision, prev_version, \
-                 prev_lease) VALUES ({})",
-                params(1, 13)
-            ),
+            insert_event: insert_event(1),
             delete_events_below: format!("DELETE FROM {ev} WHERE revision < {}", p(1)),
             lease: format!("{lease_columns} WHERE id = {}", p(1)),
             lease_locked: format!("{lease_columns} WHERE id = {} {}", p(1), d.for_update),

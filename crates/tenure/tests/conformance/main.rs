@@ -26,6 +26,7 @@ mod etcd_overview;
 mod etcd_recipes;
 mod etcd_support;
 mod etcd_txn;
+mod etcd_writes;
 mod fence;
 mod lock_history;
 mod locks;
@@ -195,6 +196,8 @@ for_every_backend!([
     etcd_overview::etcd_overview_shows_leases_and_recipe_owners,
     etcd_overview::etcd_overview_follows_the_database_clock,
     etcd_overview::etcd_size_counts_the_layers_tables,
+    etcd_writes::etcd_a_put_judges_its_lease_after_taking_the_revision,
+    etcd_writes::etcd_a_write_sends_one_statement_per_changed_key,
 ]);
 
 fence_tests!(

@@ -70,6 +70,21 @@ pub struct Dialect {
 }
 
 impl Dialect {
+    /// Where [`now_with_lock`](Dialect::now_with_lock): the columns that read a writer's
+    /// clock and epoch with a row it locks, to append to that statement's select list or
+    /// `RETURNING` (`, <now> AS now_us, <timeline> AS tli`); [`Tx::fetch_clocked`] reads them.
+    ///
+    /// [`Tx::fetch_clocked`]: crate::backend::tx::Tx::fetch_clocked
+    pub fn clock_columns(&self) -> Option<String> {
+        self.now_with_lock.then(|| {
+            format!(
+                ", {} AS now_us{}",
+                self.now_us,
+                super::statements::timeline_column(self.epoch)
+            )
+        })
+    }
+
     /// The clause after `INSERT INTO t (…) VALUES (…), …` that turns a collision on the
     /// primary key `key` into an update of `columns` to the values the statement inserts (no
     /// columns: the existing row is kept as it is). One statement, whatever the rows.

@@ -281,15 +281,35 @@ where
         Ok(())
     }
 
+    async fn fetch_clocked(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<Box<dyn Row>>> {
+        debug_assert!(
+            self.writes,
+            "a clocked row lock in a body that does not write"
+        );
+        let b = self.backend;
+        let rows = bind(b.query(sql), args).fetch_all(&mut *self.tx).await?;
+        if let (None, Some(row)) = (self.clock, rows.first()) {
+            self.clock = Some(b.clock_in(&mut self.tx, row).await?);
+        }
+        Ok(boxed(rows))
+    }
+
     async fn fetch(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<Box<dyn Row>>> {
         let rows = bind(self.backend.query(sql), args)
             .fetch_all(&mut *self.tx)
             .await?;
-        Ok(rows
-            .into_iter()
-            .map(|row| Box::new(SqlRow(row)) as Box<dyn Row>)
-            .collect())
+        Ok(boxed(rows))
     }
+}
+
+/// A query's rows, as a body sees them.
+fn boxed<R: 'static>(rows: Vec<R>) -> Vec<Box<dyn Row>>
+where
+    SqlRow<R>: Row,
+{
+    rows.into_iter()
+        .map(|row| Box::new(SqlRow(row)) as Box<dyn Row>)
+        .collect()
 }
 
 /// `query` with `args` bound in order.

@@ -37,6 +37,9 @@ pub struct Counter {
     set: String,
     /// Adds one and answers the new value in one statement, where `UPDATE … RETURNING` exists.
     bump: Option<String>,
+    /// `bump` that also reads the writer's clock after the row's lock
+    /// ([`Dialect::clock_columns`]), where the engine can.
+    bump_clocked: Option<String>,
 }
 
 impl Counter {
@@ -49,14 +52,19 @@ impl Counter {
     /// each of its tables beside its revision) keeps them in one table.
     pub fn row(table: &Table, id: u8, prefix: &str, d: &Dialect) -> Counter {
         let name = table.named(prefix);
+        let bump = d
+            .update_returning
+            .then(|| format!("UPDATE {name} SET idx = idx + 1 WHERE id = {id} RETURNING idx"));
         Counter {
             lock: format!("SELECT idx FROM {name} WHERE id = {id} {}", d.for_update),
             read: format!("SELECT idx FROM {name} WHERE id = {id}"),
             insert: format!("INSERT INTO {name} (id, idx) VALUES ({id}, 0)"),
             set: format!("UPDATE {name} SET idx = {} WHERE id = {id}", (d.param)(1)),
-            bump: d
-                .update_returning
-                .then(|| format!("UPDATE {name} SET idx = idx + 1 WHERE id = {id} RETURNING idx")),
+            bump_clocked: bump
+                .as_ref()
+                .zip(d.clock_columns())
+                .map(|(bump, clock)| format!("{bump}{clock}")),
+            bump,
             table: name,
         }
     }
@@ -112,7 +120,19 @@ impl Counter {
     /// # Errors
     /// As [`next`](Counter::next); reading the epoch's clock.
     pub async fn next_in_epoch(&self, tx: &mut dyn Tx) -> Result<(u64, u64)> {
-        let next = self.next(tx).await?;
+        // The lock, the new value and the clock in one round trip where the engine can.
+        let clocked = match &self.bump_clocked {
+            Some(sql) => tx
+                .fetch_clocked(sql, &[])
+                .await?
+                .first()
+                .map(|row| row.int("idx")),
+            None => None,
+        };
+        let next = match clocked {
+            Some(idx) => unsigned(&self.table, "index", idx?)?,
+            None => self.next(tx).await?,
+        };
         // `next` is at least 1: one more than the value it found.
         let found = next - 1;
         let floor = tx.epoch().await?.floor();

@@ -1,0 +1,110 @@
+//! How an etcd write meets the database: it judges a lease by the clock read after it took
+//! the revision (a put that waited for another writer sees the lease that ended meanwhile as
+//! ended), and what it sends — on PostgreSQL a key's row and its event in one statement, and
+//! the clock with the revision's lock.
+
+use crate::common::until_db_passes;
+use crate::etcd_support::{grant, put_leased, Scoped};
+use std::sync::Arc;
+use std::time::Duration;
+use tenure::backend::FailingBackend;
+use tenure::etcd::proto::etcdserverpb::{DeleteRangeRequest, PutRequest};
+use tenure::etcd::{Error, Etcd, MIN_LEASE_TTL};
+use tenure::{BackendKind, DbTime, Store};
+
+/// The etcd of `s` through a [`FailingBackend`] (unarmed): another process's, whose
+/// transactions can be held open and whose statements are counted.
+fn wrapped(s: &Scoped) -> (Arc<FailingBackend>, Etcd) {
+    let failing = Arc::new(FailingBackend::new(s.store().backend().clone()));
+    let store = Store::from_backend(failing.clone(), Duration::from_secs(30));
+    (failing, Etcd::new(store))
+}
+
+fn put(key: &str, lease: i64) -> PutRequest {
+    PutRequest {
+        key: key.into(),
+        value: b"v".to_vec(),
+        lease,
+        ..PutRequest::default()
+    }
+}
+
+/// A put that waits for the revision while another writer holds it, and whose lease ends
+/// (by the database's clock) meanwhile, is refused: its clock is read after the revision's
+/// lock, so it never attaches a key to a lease that had ended before it could write.
+pub(crate) async fn etcd_a_put_judges_its_lease_after_taking_the_revision(store: Store) {
+    let s = Scoped::new(store).await;
+    let (failing, held) = wrapped(&s);
+    // The clock through a third store (opened first: opening checks the schema, which a held
+    // writer would block): the two puts may hold every connection of a pool.
+    let clock = s.another().await;
+    // The revision's row exists (the first write creates it, and a writer that meets another
+    // creating it runs again from the start, clock included).
+    put_leased(&s.etcd, "w/zero", "v", 0).await;
+    let lease = grant(&s.etcd, MIN_LEASE_TTL).await;
+    let granted = s.store().list().await.unwrap().now;
+    failing.hold("etcd_put");
+    let first = tokio::spawn(async move { held.put(&put("w/first", 0)).await });
+    failing.holding().await;
+    // The first put holds the revision, uncommitted; the second waits for it.
+    let etcd = s.etcd.clone();
+    let second = tokio::spawn(async move { etcd.put(&put("w/second", lease)).await });
+    until_db_passes(clock.store(), DbTime(granted.0 + MIN_LEASE_TTL * 1_000_000)).await;
+    if second.is_finished() {
+        panic!(
+            "the second put did not wait for the first: {:?}",
+            second.await
+        );
+    }
+    failing.let_go();
+    first.await.unwrap().expect("the held put commits");
+    let refused = second.await.unwrap();
+    assert!(
+        matches!(refused, Err(Error::LeaseNotFound)),
+        "a lease that ended while the put waited: {refused:?}"
+    );
+    clock.store().close().await;
+    s.drop_tables().await;
+}
+
+/// The statements an etcd write's body sends (its `BEGIN`, clock, notification and `COMMIT`
+/// aside). PostgreSQL writes a key's row and logs its event in one statement, and reads the
+/// clock with the revision's lock, in the statement that moves it; the other engines need a
+/// statement for each.
+pub(crate) async fn etcd_a_write_sends_one_statement_per_changed_key(store: Store) {
+    let s = Scoped::new(store).await;
+    let kind = s.store().kind();
+    let (failing, etcd) = wrapped(&s);
+    let lease = grant(&s.etcd, 60).await;
+    // The revision's row exists after the first write.
+    put_leased(&s.etcd, "w/first", "v", lease).await;
+    let sent = |before: u64| failing.statements_sent() - before;
+    // The revision, the lease, the key's row, then the key's change and its event.
+    let (revision, change) = match kind {
+        BackendKind::Postgres => (1, 1),
+        // Locked, then moved.
+        BackendKind::MySql => (2, 2),
+        _ => (1, 2),
+    };
+    let before = failing.statements_sent();
+    etcd.put(&put("w/new", lease)).await.unwrap();
+    assert_eq!(
+        sent(before),
+        revision + 2 + change,
+        "a new key with a lease"
+    );
+    let before = failing.statements_sent();
+    etcd.put(&put("w/new", 0)).await.unwrap();
+    assert_eq!(sent(before), revision + 1 + change, "a key that exists");
+    let before = failing.statements_sent();
+    let deleted = etcd
+        .delete_range(&DeleteRangeRequest {
+            key: "w/new".into(),
+            ..DeleteRangeRequest::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(deleted.deleted, 1);
+    assert_eq!(sent(before), revision + 1 + change, "a deleted key");
+    s.drop_tables().await;
+}
