@@ -218,6 +218,9 @@ impl Tx for Failing<'_> {
         self.call()?;
         self.tx.notify(topic).await
     }
+    fn notified(&mut self, topic: Topic<'_>) {
+        self.tx.notified(topic);
+    }
     async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<()> {
         self.call()?;
         self.statements.fetch_add(1, Ordering::SeqCst);

@@ -5,7 +5,7 @@
 use super::proto::mvccpb::event::EventType;
 use super::proto::mvccpb::{Event, KeyValue};
 use super::rules::span::Span;
-use super::statements::Statements;
+use super::statements::{Signalling, Statements};
 use crate::backend::tx::int::{bigint, bits, from_bits, unsigned};
 use crate::backend::tx::{Arg, Row, Topic, Tx};
 use crate::error::Result;
@@ -44,6 +44,8 @@ pub(crate) struct EtcdTx<'t> {
     pub(super) tx: &'t mut dyn Tx,
     pub(super) s: &'t Statements,
     known: HashMap<Vec<u8>, Option<KeyValue>>,
+    /// Whether the layer's change signal is sent (at commit) already.
+    signalled: bool,
 }
 
 fn kv_row(row: &dyn Row) -> Result<KeyValue> {
@@ -153,6 +155,7 @@ impl<'t> EtcdTx<'t> {
             tx,
             s,
             known: HashMap::new(),
+            signalled: false,
         }
     }
 
@@ -264,8 +267,12 @@ impl<'t> EtcdTx<'t> {
     /// Applies `event` to its key's row (a put writes the key as the event's `kv`, updating
     /// the row when the event has a `prev_kv`; a delete removes it) and appends the event
     /// (its revision is its key's `mod_revision`) to the log as the `seq`-th change of its
-    /// revision: in one statement where the engine can, else two.
+    /// revision: in one statement where the engine can, else two. The first change of a
+    /// transaction also sends the layer's change signal in that statement, where the engine
+    /// sends them by statement.
     pub(crate) async fn record(&mut self, event: &Event, seq: i64) -> Result<()> {
+        let signal = Topic::Layer(super::TOPIC);
+        let payload = signal.encode();
         let empty = KeyValue::default();
         let kv = event.kv.as_ref().unwrap_or(&empty);
         let prev = event.prev_kv.as_ref();
@@ -315,9 +322,19 @@ impl<'t> EtcdTx<'t> {
         // Forgotten first: a statement that fails leaves the key unknown, not wrong.
         self.known.remove(&kv.key);
         match logged_sql {
-            Some(sql) => {
+            Some(Signalling {
+                signalling: Some(sql),
+                ..
+            }) if !self.signalled => {
                 args.extend(logged);
+                args.push(Arg::Text(&payload));
                 self.tx.execute(sql, &args).await?;
+                self.tx.notified(signal);
+                self.signalled = true;
+            }
+            Some(logged_sql) => {
+                args.extend(logged);
+                self.tx.execute(&logged_sql.quiet, &args).await?;
             }
             None => {
                 self.tx.execute(kv_sql, &args).await?;
@@ -520,8 +537,13 @@ impl<'t> EtcdTx<'t> {
         self.s.fence.clone()
     }
 
-    /// Wakes the layer's watchers in other processes at commit, where the engine can push.
+    /// Wakes the layer's watchers in other processes at commit, where the engine can push
+    /// (once: a [`record`](EtcdTx::record) may have sent the signal with its change).
     pub(crate) async fn notify(&mut self) -> Result<()> {
-        self.tx.notify(Topic::Layer(super::TOPIC)).await
+        if !self.signalled {
+            self.tx.notify(Topic::Layer(super::TOPIC)).await?;
+            self.signalled = true;
+        }
+        Ok(())
     }
 }

@@ -42,9 +42,30 @@ impl Spanned {
 /// the key's parameters first, the event's after them.
 #[derive(Debug)]
 pub(super) struct Logged {
-    pub(super) insert: String,
-    pub(super) update: String,
-    pub(super) delete: String,
+    pub(super) insert: Signalling,
+    pub(super) update: Signalling,
+    pub(super) delete: Signalling,
+}
+
+/// A statement, and where the engine sends change signals by statement, the same statement
+/// also sending one (its wire payload the last parameter): a transaction's first change
+/// signals the layer's topic with it.
+#[derive(Debug)]
+pub(super) struct Signalling {
+    pub(super) quiet: String,
+    pub(super) signalling: Option<String>,
+}
+
+impl Signalling {
+    /// `WITH k AS ({key}) {event}`, whose parameters end at `last`.
+    fn new(d: &Dialect, prefix: &str, key: &str, event: &str, last: usize) -> Signalling {
+        Signalling {
+            quiet: format!("WITH k AS ({key}) {event}"),
+            signalling: d
+                .notify_call(prefix, &(d.param)(last + 1))
+                .map(|call| format!("WITH k AS ({key}), e AS ({event}) SELECT {call}")),
+        }
+    }
 }
 
 /// The statements of the etcd tables, with the prefix filled in.
@@ -173,9 +194,9 @@ impl Statements {
             kvs_count: Spanned::new(d, &format!("SELECT COUNT(*) AS n FROM {kv} WHERE"), "", 1),
             kvs_of_lease: format!("{kv_columns} WHERE lease = {} ORDER BY kv_key", p(1)),
             logged: (kind == BackendKind::Postgres).then(|| Logged {
-                insert: format!("WITH k AS ({insert_kv}) {}", insert_event(7)),
-                update: format!("WITH k AS ({update_kv}) {}", insert_event(7)),
-                delete: format!("WITH k AS ({delete_kv}) {}", insert_event(2)),
+                insert: Signalling::new(d, prefix, &insert_kv, &insert_event(7), 19),
+                update: Signalling::new(d, prefix, &update_kv, &insert_event(7), 19),
+                delete: Signalling::new(d, prefix, &delete_kv, &insert_event(2), 14),
             }),
             insert_kv,
             update_kv,

@@ -8,9 +8,15 @@ use crate::etcd_support::{grant, put_leased, Scoped};
 use std::sync::Arc;
 use std::time::Duration;
 use tenure::backend::FailingBackend;
-use tenure::etcd::proto::etcdserverpb::{DeleteRangeRequest, PutRequest};
-use tenure::etcd::{Error, Etcd, MIN_LEASE_TTL};
-use tenure::{BackendKind, DbTime, Store};
+use tenure::etcd::proto::etcdserverpb::request_op::Request as Op;
+use tenure::etcd::proto::etcdserverpb::{DeleteRangeRequest, PutRequest, RequestOp, TxnRequest};
+use tenure::etcd::{Error, Etcd, MIN_LEASE_TTL, TOPIC};
+use tenure::{BackendKind, DbTime, Store, Topic};
+use tokio::sync::broadcast;
+use tokio::time::timeout;
+
+/// How long a signal may take to reach another store (a loaded machine included).
+const WAKE: Duration = Duration::from_secs(10);
 
 /// The etcd of `s` through a [`FailingBackend`] (unarmed): another process's, whose
 /// transactions can be held open and whose statements are counted.
@@ -106,5 +112,64 @@ pub(crate) async fn etcd_a_write_sends_one_statement_per_changed_key(store: Stor
         .unwrap();
     assert_eq!(deleted.deleted, 1);
     assert_eq!(sent(before), revision + 1 + change, "a deleted key");
+    s.drop_tables().await;
+}
+
+/// Waits (within [`WAKE`]) for the etcd layer's signal among `rx`'s.
+async fn signalled(rx: &mut broadcast::Receiver<String>) -> bool {
+    let etcd = Topic::Layer(TOPIC).encode();
+    timeout(WAKE, async {
+        while rx.recv().await.expect("the other store listens") != etcd {}
+    })
+    .await
+    .is_ok()
+}
+
+/// Every write of keys signals the other processes of the database where the engine pushes
+/// (PostgreSQL's NOTIFY, sent with the write's first change; SQLite's doorbell): a put, a Txn
+/// of two puts and a delete of three keys each wake another store's listeners. (MySQL's
+/// listeners poll.)
+pub(crate) async fn etcd_a_write_signals_other_stores(store: Store) {
+    let s = Scoped::new(store).await;
+    let other = s.another().await;
+    let listening = other.store().backend().subscribe();
+    let (Some(mut rx), false) = (listening, s.store().kind() == BackendKind::MySql) else {
+        other.store().close().await;
+        s.drop_tables().await;
+        return;
+    };
+    // Once the other store hears a write, it listens (it may start listening after it opened).
+    let mut primed = false;
+    for _ in 0..10 {
+        drop(s.etcd.put(&put("s/prime", 0)).await.unwrap());
+        if signalled(&mut rx).await {
+            primed = true;
+            break;
+        }
+    }
+    assert!(primed, "the other store never heard a write");
+    while rx.try_recv().is_ok() {}
+    let op = |key: &str| RequestOp {
+        request: Some(Op::RequestPut(put(key, 0))),
+    };
+    drop(s.etcd.put(&put("s/a", 0)).await.unwrap());
+    assert!(signalled(&mut rx).await, "a put signalled the other store");
+    let txn = TxnRequest {
+        success: vec![op("s/b"), op("s/c")],
+        ..TxnRequest::default()
+    };
+    assert!(s.etcd.txn(&txn).await.unwrap().succeeded);
+    assert!(signalled(&mut rx).await, "a txn signalled the other store");
+    let range = DeleteRangeRequest {
+        key: "s/a".into(),
+        range_end: "s/d".into(),
+        ..DeleteRangeRequest::default()
+    };
+    assert_eq!(s.etcd.delete_range(&range).await.unwrap().deleted, 3);
+    assert!(
+        signalled(&mut rx).await,
+        "a delete signalled the other store"
+    );
+    other.store().close().await;
     s.drop_tables().await;
 }

@@ -85,6 +85,20 @@ impl Dialect {
         })
     }
 
+    /// Where a statement sends the change signals ([`notifies`](Dialect::notifies)): the
+    /// expression that sends the one whose wire payload ([`Topic::encode`]) is the expression
+    /// `payload`, at commit, to every listener of the store with table prefix `prefix`
+    /// (`pg_notify('<prefix>lease', <payload>)`), for a statement that also writes; its body
+    /// then tells the transaction ([`Tx::notified`]).
+    ///
+    /// [`Topic::encode`]: crate::backend::tx::Topic::encode
+    /// [`Tx::notified`]: crate::backend::tx::Tx::notified
+    pub fn notify_call(&self, prefix: &str, payload: &str) -> Option<String> {
+        // The prefix is validated to identifier characters: safe inside quotes.
+        self.notifies
+            .then(|| format!("pg_notify('{prefix}lease', {payload})"))
+    }
+
     /// The clause after `INSERT INTO t (…) VALUES (…), …` that turns a collision on the
     /// primary key `key` into an update of `columns` to the values the statement inserts (no
     /// columns: the existing row is kept as it is). One statement, whatever the rows.

@@ -153,18 +153,12 @@ impl Statements {
             insert_row: insert_row(&t, d),
             update_row: update_row(&t, d),
             insert_history: insert_history(&t, d),
-            insert_history_and_notify: d.notifies.then(|| {
-                // The prefix is validated to identifier characters: safe inside quotes.
-                format!(
-                    "WITH h AS ({}) SELECT pg_notify('{}', {})",
-                    insert_history(&t, d),
-                    t.lease,
-                    (d.param)(1)
-                )
-            }),
+            insert_history_and_notify: d
+                .notify_call(prefix, &p(1))
+                .map(|call| format!("WITH h AS ({}) SELECT {call}", insert_history(&t, d))),
             notify: d
-                .notifies
-                .then(|| format!("SELECT pg_notify('{}', {})", t.lease, (d.param)(1))),
+                .notify_call(prefix, &p(1))
+                .map(|call| format!("SELECT {call}")),
             prune_history: prune_history(&t, d),
             history: history(&t, d),
             schema: d.schema.iter().map(|s| s.replace("{p}", prefix)).collect(),

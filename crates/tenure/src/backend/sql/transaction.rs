@@ -268,10 +268,15 @@ where
         if let Some(sql) = &b.stmts.notify {
             b.query(sql).bind(&payload).execute(&mut *self.tx).await?;
         }
+        self.notified(topic);
+        Ok(())
+    }
+
+    fn notified(&mut self, topic: Topic<'_>) {
+        let payload = topic.encode();
         if !self.committed.topics.contains(&payload) {
             self.committed.topics.push(payload);
         }
-        Ok(())
     }
 
     async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<()> {

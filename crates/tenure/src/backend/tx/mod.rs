@@ -116,6 +116,10 @@ pub trait Tx: Send {
     /// Wakes the listeners of `topic` at commit, where the engine pushes (PostgreSQL's
     /// NOTIFY, SQLite's doorbell; MySQL's listeners poll).
     async fn notify(&mut self, topic: Topic<'_>) -> Result<()>;
+    /// What [`notify`](Tx::notify) does once the body's own statement has sent the signal
+    /// ([`Dialect::notify_call`]): `topic` is signalled at commit (to this process's listeners
+    /// too, and through the engines that push after the commit); no statement.
+    fn notified(&mut self, topic: Topic<'_>);
     /// Runs a statement. (Never infer an outcome from affected-row counts: their meaning
     /// differs between engines and connection flags; read the rows back.)
     async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<()>;
