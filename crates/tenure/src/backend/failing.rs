@@ -77,9 +77,9 @@ impl FailingBackend {
     }
 
     /// How many statements the bodies of transactions through this wrapper have sent so far
-    /// (`Tx::execute`, `Tx::fetch`, `Tx::fetch_clocked`: not the transaction's own `BEGIN`,
-    /// clock, notification or `COMMIT`), a transaction run again after a conflict counted
-    /// each time.
+    /// (`Tx::execute`, `Tx::fetch`, `Tx::fetch_clocked`, a script of several in one round trip
+    /// counted once; not the transaction's own `BEGIN`, clock, notification or `COMMIT`), a
+    /// transaction run again after a conflict counted each time.
     pub fn statements_sent(&self) -> u64 {
         self.statements.load(Ordering::SeqCst)
     }

@@ -37,8 +37,8 @@ pub struct Counter {
     set: String,
     /// Adds one and answers the new value in one statement, where `UPDATE … RETURNING` exists.
     bump: Option<String>,
-    /// `bump` that also reads the writer's clock after the row's lock
-    /// ([`Dialect::clock_columns`]), where the engine can.
+    /// `bump` that also reads the writer's clock after the row's lock, in one round trip
+    /// ([`Dialect::clocked_bump`]), where the engine can.
     bump_clocked: Option<String>,
 }
 
@@ -60,10 +60,7 @@ impl Counter {
             read: format!("SELECT idx FROM {name} WHERE id = {id}"),
             insert: format!("INSERT INTO {name} (id, idx) VALUES ({id}, 0)"),
             set: format!("UPDATE {name} SET idx = {} WHERE id = {id}", (d.param)(1)),
-            bump_clocked: bump
-                .as_ref()
-                .zip(d.clock_columns())
-                .map(|(bump, clock)| format!("{bump}{clock}")),
+            bump_clocked: d.clocked_bump(&name, id, prefix),
             bump,
             table: name,
         }
