@@ -1,10 +1,12 @@
 //! What a write through the etcd layer costs, counted: the lock recipe's uncontested cycle as
 //! `concurrency.Mutex` and the benchmark send it — a Txn that puts the key with a lease if it
 //! does not exist, then a DeleteRange of it. Each write takes the revision and moves it in one
-//! statement where the engine has `UPDATE … RETURNING` (PostgreSQL, SQLite), reads the clock,
-//! reads a key once however many of the Txn's parts ask about it, writes the key and its log
-//! row, and signals its topic (a statement on PostgreSQL); a batch of keep-alives is one
-//! `UPDATE … RETURNING` that reads the database's clock itself, where the engine has it.
+//! statement where the engine has `UPDATE … RETURNING` (PostgreSQL, SQLite), and reads the
+//! clock after that lock in the same round trip where it can (PostgreSQL's `RETURNING`,
+//! MariaDB's script of the `UPDATE` and the clock's `SELECT`); it reads a key once however
+//! many of the Txn's parts ask about it, writes the key and its log row (in one statement on
+//! PostgreSQL, with the NOTIFY of its topic); a batch of keep-alives is one `UPDATE …
+//! RETURNING` that reads the database's clock itself, where the engine has it.
 //! Counted as sqlx logs them (its
 //! `sqlx::query` events; `COMMIT` on PostgreSQL and `BEGIN`/`COMMIT` on MariaDB count too), in
 //! one test so that no other test's statements run in this process meanwhile.
@@ -24,15 +26,15 @@ const CYCLES: u64 = 20;
 /// The most statements one cycle (Txn + DeleteRange) may send on `kind`.
 fn bound(kind: BackendKind) -> u64 {
     match kind {
-        // Txn: revision, clock, the key, the lease, key, log row, NOTIFY, COMMIT; DeleteRange:
-        // revision, clock, the key, delete, log row, NOTIFY, COMMIT.
-        BackendKind::Postgres => 15,
+        // Txn: revision and clock, the key, the lease, key with log row and NOTIFY, COMMIT;
+        // DeleteRange: revision and clock, the key, delete with log row and NOTIFY, COMMIT.
+        BackendKind::Postgres => 9,
         // As PostgreSQL without NOTIFY (the doorbell is not a statement) and COMMIT (not
         // logged).
         BackendKind::Sqlite => 11,
-        // No `UPDATE … RETURNING`: the revision is locked, then moved (a second statement);
-        // BEGIN and COMMIT; no NOTIFY.
-        _ => 17,
+        // BEGIN, the revision with the clock (one script), the key, the lease, key, log row,
+        // COMMIT; BEGIN, the revision, the key, delete, log row, COMMIT.
+        _ => 13,
     }
 }
 

@@ -31,8 +31,6 @@ pub struct FailingBackend {
     held: watch::Sender<u64>,
     /// How many `Tx::leases` calls transactions through this wrapper have begun.
     batches: AtomicU64,
-    /// How many statements (`Tx::execute`, `fetch`, `fetch_clocked`) their bodies sent.
-    statements: AtomicU64,
 }
 
 impl FailingBackend {
@@ -46,7 +44,6 @@ impl FailingBackend {
             gate: watch::Sender::new(true),
             held: watch::Sender::new(0),
             batches: AtomicU64::new(0),
-            statements: AtomicU64::new(0),
         }
     }
 
@@ -74,14 +71,6 @@ impl FailingBackend {
     /// wrapper have begun so far.
     pub fn batches_begun(&self) -> u64 {
         self.batches.load(Ordering::SeqCst)
-    }
-
-    /// How many statements the bodies of transactions through this wrapper have sent so far
-    /// (`Tx::execute`, `Tx::fetch`, `Tx::fetch_clocked`, a script of several in one round trip
-    /// counted once; not the transaction's own `BEGIN`, clock, notification or `COMMIT`), a
-    /// transaction run again after a conflict counted each time.
-    pub fn statements_sent(&self) -> u64 {
-        self.statements.load(Ordering::SeqCst)
     }
 
     /// From now on every transaction whose body's `op` is `op` fails at its `n`-th call on
@@ -124,7 +113,6 @@ impl Body for FailingBody<'_> {
             tx,
             left: self.at,
             batches: &self.backend.batches,
-            statements: &self.backend.statements,
         };
         let outcome = self.body.run(&mut failing).await;
         if failing.left == Some(0) {
@@ -156,7 +144,6 @@ struct Failing<'t> {
     tx: &'t mut dyn Tx,
     left: Option<u32>,
     batches: &'t AtomicU64,
-    statements: &'t AtomicU64,
 }
 
 impl Failing<'_> {
@@ -223,17 +210,14 @@ impl Tx for Failing<'_> {
     }
     async fn execute(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<()> {
         self.call()?;
-        self.statements.fetch_add(1, Ordering::SeqCst);
         self.tx.execute(sql, args).await
     }
     async fn fetch(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<Box<dyn Row>>> {
         self.call()?;
-        self.statements.fetch_add(1, Ordering::SeqCst);
         self.tx.fetch(sql, args).await
     }
     async fn fetch_clocked(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<Box<dyn Row>>> {
         self.call()?;
-        self.statements.fetch_add(1, Ordering::SeqCst);
         self.tx.fetch_clocked(sql, args).await
     }
 }

@@ -1,7 +1,7 @@
 //! How an etcd write meets the database: it judges a lease by the clock read after it took
 //! the revision (a put that waited for another writer sees the lease that ended meanwhile as
-//! ended), and what it sends — on PostgreSQL a key's row and its event in one statement, and
-//! the clock with the revision's lock.
+//! ended), and it signals other processes (on PostgreSQL from the statement of its first
+//! change). What it sends is counted by `tests/etcd_write_cost.rs`.
 
 use crate::common::until_db_passes;
 use crate::etcd_support::{grant, put_leased, Scoped};
@@ -19,7 +19,7 @@ use tokio::time::timeout;
 const WAKE: Duration = Duration::from_secs(10);
 
 /// The etcd of `s` through a [`FailingBackend`] (unarmed): another process's, whose
-/// transactions can be held open and whose statements are counted.
+/// transactions can be held open.
 fn wrapped(s: &Scoped) -> (Arc<FailingBackend>, Etcd) {
     let failing = Arc::new(FailingBackend::new(s.store().backend().clone()));
     let store = Store::from_backend(failing.clone(), Duration::from_secs(30));
@@ -70,45 +70,6 @@ pub(crate) async fn etcd_a_put_judges_its_lease_after_taking_the_revision(store:
         "a lease that ended while the put waited: {refused:?}"
     );
     clock.store().close().await;
-    s.drop_tables().await;
-}
-
-/// The round trips an etcd write's body makes (its `BEGIN`, notification and `COMMIT` aside,
-/// and SQLite's clock). PostgreSQL writes a key's row and logs its event in one statement,
-/// where the other engines need two; PostgreSQL and MySQL read the clock with the revision's
-/// lock, in the round trip that moves it.
-pub(crate) async fn etcd_a_write_sends_one_statement_per_changed_key(store: Store) {
-    let s = Scoped::new(store).await;
-    let kind = s.store().kind();
-    let (failing, etcd) = wrapped(&s);
-    let lease = grant(&s.etcd, 60).await;
-    // The revision's row exists after the first write.
-    put_leased(&s.etcd, "w/first", "v", lease).await;
-    let sent = |before: u64| failing.statements_sent() - before;
-    // The revision (with the clock, where the engine can: on MySQL a script of two statements
-    // in one round trip), the lease, the key's row, then the key's change and its event.
-    let revision = 1;
-    let change = if kind == BackendKind::Postgres { 1 } else { 2 };
-    let before = failing.statements_sent();
-    etcd.put(&put("w/new", lease)).await.unwrap();
-    assert_eq!(
-        sent(before),
-        revision + 2 + change,
-        "a new key with a lease"
-    );
-    let before = failing.statements_sent();
-    etcd.put(&put("w/new", 0)).await.unwrap();
-    assert_eq!(sent(before), revision + 1 + change, "a key that exists");
-    let before = failing.statements_sent();
-    let deleted = etcd
-        .delete_range(&DeleteRangeRequest {
-            key: "w/new".into(),
-            ..DeleteRangeRequest::default()
-        })
-        .await
-        .unwrap();
-    assert_eq!(deleted.deleted, 1);
-    assert_eq!(sent(before), revision + 1 + change, "a deleted key");
     s.drop_tables().await;
 }
 

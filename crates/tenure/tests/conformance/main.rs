@@ -197,7 +197,6 @@ for_every_backend!([
     etcd_overview::etcd_overview_follows_the_database_clock,
     etcd_overview::etcd_size_counts_the_layers_tables,
     etcd_writes::etcd_a_put_judges_its_lease_after_taking_the_revision,
-    etcd_writes::etcd_a_write_sends_one_statement_per_changed_key,
     etcd_writes::etcd_a_write_signals_other_stores,
 ]);
 
