@@ -98,7 +98,6 @@ impl Engine for MySql {
             update_returning: false,
             upsert: Upsert::OnDuplicateKey,
             notifies: false,
-            scripts: true,
             // A locking read sees the newest committed row once its lock is granted, so a
             // takeover that committed meanwhile leaves no row. UTC_TIMESTAMP(6) is read when the
             // statement starts, before a wait for the lock; that only makes the expiry check

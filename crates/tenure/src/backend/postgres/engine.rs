@@ -104,7 +104,6 @@ impl Engine for Postgres {
             update_returning: true,
             upsert: Upsert::OnConflict,
             notifies: true,
-            scripts: false,
             // The row is share-locked in the sub-select; the clock in the outer query is read
             // after the lock was granted.
             fence: |table| {

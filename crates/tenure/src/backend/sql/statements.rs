@@ -351,7 +351,7 @@ pub(crate) fn timeline_column(epoch: EpochSql) -> String {
 /// (`read_only`), and the epoch's columns: PostgreSQL's timeline (`tli`); on MySQL/MariaDB
 /// the server (`server_id`) and the epoch row's (`epoch_server`, `epoch_floor`, both NULL
 /// before the first epoch).
-pub(crate) fn now(d: &Dialect, epoch: EpochSql, epoch_table: &str) -> String {
+fn now(d: &Dialect, epoch: EpochSql, epoch_table: &str) -> String {
     let read_only = d
         .read_only
         .map(|expr| format!(", {expr} AS read_only"))

@@ -292,15 +292,7 @@ where
             "a clocked row lock in a body that does not write"
         );
         let b = self.backend;
-        let rows = if args.is_empty() && b.stmts.dialect().scripts {
-            // Maybe several statements (`Dialect::clocked_bump`): one round trip, as text.
-            let conn: &mut <E::Database as Database>::Connection = &mut self.tx;
-            let rows: Vec<<E::Database as Database>::Row> =
-                conn.fetch_all(sqlx::raw_sql(sql)).await?;
-            rows
-        } else {
-            bind(b.query(sql), args).fetch_all(&mut *self.tx).await?
-        };
+        let rows = bind(b.query(sql), args).fetch_all(&mut *self.tx).await?;
         if let (None, Some(row)) = (self.clock, rows.first()) {
             self.clock = Some(b.clock_in(&mut self.tx, row).await?);
         }

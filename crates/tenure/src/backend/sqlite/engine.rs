@@ -89,7 +89,6 @@ impl Engine for Sqlite {
             update_returning: true,
             upsert: Upsert::OnConflict,
             notifies: false,
-            scripts: false,
             // A write, so it takes SQLite's write lock at once (or fails with SQLITE_BUSY if
             // another writer committed since the transaction began reading).
             fence: |table| {

@@ -60,7 +60,7 @@ impl Counter {
             read: format!("SELECT idx FROM {name} WHERE id = {id}"),
             insert: format!("INSERT INTO {name} (id, idx) VALUES ({id}, 0)"),
             set: format!("UPDATE {name} SET idx = {} WHERE id = {id}", (d.param)(1)),
-            bump_clocked: d.clocked_bump(&name, id, prefix),
+            bump_clocked: d.clocked_bump(&name, id),
             bump,
             table: name,
         }

@@ -126,11 +126,9 @@ pub trait Tx: Send {
     /// Runs a query; its rows.
     async fn fetch(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<Box<dyn Row>>>;
     /// Runs a query of a writing body that locks a row and reads the clock's columns after
-    /// the lock ([`Dialect::clocked_bump`]: one statement, or a script of several without
-    /// parameters where the dialect runs [`scripts`](Dialect::scripts)); its rows. The first
-    /// row's clock and epoch become the transaction's, as [`Tx::now`] would have read them
-    /// after the lock: one round trip, not two or three. (No row: the clock is read by the
-    /// next [`Tx::now`].)
+    /// the lock ([`Dialect::clocked_bump`]); its rows. The first row's clock and epoch become
+    /// the transaction's, as [`Tx::now`] would have read them after the lock: one round trip,
+    /// not two. (No row: the clock is read by the next [`Tx::now`].)
     async fn fetch_clocked(&mut self, sql: &str, args: &[Arg<'_>]) -> Result<Vec<Box<dyn Row>>>;
 }
 
