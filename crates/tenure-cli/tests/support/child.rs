@@ -7,7 +7,8 @@
 //! tenure runs the command in a PID namespace of its own.
 //!
 //! `child LOG LABEL MODE CODE`, where MODE is:
-//! - `forever`: run until SIGTERM (logs `stop` and exits 0);
+//! - `forever`: run until SIGTERM (logs `stop` and exits 0; nothing if the SIGTERM came
+//!   before its `start` line);
 //! - `SECS`: run that long, log `stop`, exit with CODE;
 //! - `ignore-term`: ignore SIGTERM and run until killed (no `stop` line);
 //! - `daemon`: double-fork a `forever` daemon in a session of its own, and exit 0 at once
@@ -37,6 +38,9 @@ const CHILD_C: &str = r#"
 #include <unistd.h>
 static const char *log_path, *label;
 static char term[32], labelbuf[128];
+/* Set once a `start` line is written: a SIGTERM that comes before it (a supervisor that stops
+   the child as it starts) writes no `stop` without its `start`. */
+static volatile sig_atomic_t started;
 static int outer_pid(void) {
     FILE *f = fopen("/proc/self/status", "r");
     char row[256];
@@ -56,8 +60,9 @@ static void line(const char *kind) {
                      (long long)t.tv_sec * 1000000000LL + t.tv_nsec, term, outer_pid(), label);
     int fd = open(log_path, O_WRONLY | O_APPEND | O_CREAT, 0644);
     if (fd >= 0) { if (write(fd, buf, n) < 0) {} close(fd); }
+    if (strcmp(kind, "start") == 0) started = 1;
 }
-static void on_term(int s) { (void)s; line("stop"); _exit(0); }
+static void on_term(int s) { (void)s; if (started) line("stop"); _exit(0); }
 int main(int argc, char **argv) {
     if (argc < 5) return 2;
     log_path = argv[1]; label = argv[2];
