@@ -38,6 +38,9 @@ impl Spanned {
     }
 }
 
+/// How many parameters `insert_event` takes.
+const EVENT_PARAMS: usize = 13;
+
 /// `insert_kv`, `update_kv` and `delete_kv`, each with `insert_event` in the same statement:
 /// the key's parameters first, the event's after them.
 #[derive(Debug)]
@@ -57,8 +60,17 @@ pub(super) struct Signalling {
 }
 
 impl Signalling {
-    /// `WITH k AS ({key}) {event}`, whose parameters end at `last`.
-    fn new(d: &Dialect, prefix: &str, key: &str, event: &str, last: usize) -> Signalling {
+    /// `WITH k AS ({key}) <the event's insert>`: the key statement's `key_params` parameters,
+    /// then the event's ([`EVENT_PARAMS`], `insert_event` of its first parameter's number).
+    fn new(
+        d: &Dialect,
+        prefix: &str,
+        key: &str,
+        key_params: usize,
+        insert_event: &dyn Fn(usize) -> String,
+    ) -> Signalling {
+        let event = insert_event(key_params + 1);
+        let last = key_params + EVENT_PARAMS;
         Signalling {
             quiet: format!("WITH k AS ({key}) {event}"),
             signalling: d
@@ -181,7 +193,7 @@ impl Statements {
                 "INSERT INTO {ev} (revision, seq, kind, kv_key, value, create_revision, version, \
                  lease, prev_value, prev_create_revision, prev_mod_revision, prev_version, \
                  prev_lease) VALUES ({})",
-                params(first, first + 12)
+                params(first, first + EVENT_PARAMS - 1)
             )
         };
         Statements {
@@ -194,9 +206,9 @@ impl Statements {
             kvs_count: Spanned::new(d, &format!("SELECT COUNT(*) AS n FROM {kv} WHERE"), "", 1),
             kvs_of_lease: format!("{kv_columns} WHERE lease = {} ORDER BY kv_key", p(1)),
             logged: (kind == BackendKind::Postgres).then(|| Logged {
-                insert: Signalling::new(d, prefix, &insert_kv, &insert_event(7), 19),
-                update: Signalling::new(d, prefix, &update_kv, &insert_event(7), 19),
-                delete: Signalling::new(d, prefix, &delete_kv, &insert_event(2), 14),
+                insert: Signalling::new(d, prefix, &insert_kv, 6, &insert_event),
+                update: Signalling::new(d, prefix, &update_kv, 6, &insert_event),
+                delete: Signalling::new(d, prefix, &delete_kv, 1, &insert_event),
             }),
             insert_kv,
             update_kv,
