@@ -62,9 +62,20 @@ impl FailingBackend {
 
     /// Waits until a transaction is held.
     pub async fn holding(&self) {
+        self.holding_more_than(0).await;
+    }
+
+    /// How many transactions have been held so far.
+    pub fn held(&self) -> u64 {
+        *self.held.borrow()
+    }
+
+    /// Waits until more than `earlier` transactions have been held (`earlier`: what
+    /// [`held`](FailingBackend::held) said before the one to wait for).
+    pub async fn holding_more_than(&self, earlier: u64) {
         let mut held = self.held.subscribe();
         // The sender lives as long as `self`.
-        let _ = held.wait_for(|&n| n > 0).await;
+        let _ = held.wait_for(|&n| n > earlier).await;
     }
 
     /// How many `Tx::leases` calls (a batch of lease operations) transactions through this

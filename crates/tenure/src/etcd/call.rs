@@ -32,6 +32,7 @@ use super::statements::{Statements, SCHEMA};
 use super::txn::txn;
 use super::validate::txn_writes;
 use crate::backend::tx::{cell, Body, Outcome, Schema, Tx};
+use crate::model::DbTime;
 
 /// How many times a read of keys runs again when writers keep committing beside it, before
 /// it runs with the revision share-locked.
@@ -191,10 +192,7 @@ impl Body for Run<'_> {
     }
 
     async fn run(&mut self, tx: &mut dyn Tx) -> crate::error::Result<Outcome> {
-        let s = self.statements.get(tx, |tx| {
-            Statements::new(tx.prefix(), tx.dialect(), tx.kind())
-        });
-        let mut rows = EtcdTx::new(tx, s);
+        let mut rows = etcd_rows(self.statements, tx);
         self.out = None;
         let ran = match self.call.kind() {
             Kind::WriteKeys => write_keys(&mut rows, self.call).await.map(Some),
@@ -216,6 +214,17 @@ impl Body for Run<'_> {
     }
 }
 
+/// The layer's rows in `tx`, with the store's statements (built at its first transaction).
+pub(super) fn etcd_rows<'t>(
+    statements: &'t cell::Statements<Statements>,
+    tx: &'t mut dyn Tx,
+) -> EtcdTx<'t> {
+    let s = statements.get(tx, |tx| {
+        Statements::new(tx.prefix(), tx.dialect(), tx.kind())
+    });
+    EtcdTx::new(tx, s)
+}
+
 /// A write of keys: the revision locked first, moved by what was written. It is moved by one
 /// as it is locked (the common case, in one statement where the engine allows), and set again
 /// at the end only when the write changed nothing (back) or wrote several revisions (a reap).
@@ -224,28 +233,45 @@ async fn write_keys(tx: &mut EtcdTx<'_>, call: Call<'_>) -> Result<Reply> {
     // The clock, after the lock (and checking that the server takes writes).
     let now = tx.now().await?;
     let mut w = Writing::at(found, at);
-    let reply = match call {
+    let reply = write_at(tx, &mut w, call, now).await?;
+    close(tx, &w, found, at).await?;
+    Ok(reply)
+}
+
+/// One write of keys at `w`'s revision, in a transaction that holds the revision's lock and
+/// read the clock (`now`) after it.
+pub(super) async fn write_at(
+    tx: &mut EtcdTx<'_>,
+    w: &mut Writing,
+    call: Call<'_>,
+    now: DbTime,
+) -> Result<Reply> {
+    Ok(match call {
         Call::Put(p) => {
             check_put(tx, p).await?;
-            Reply::Put(put(tx, &mut w, p).await?)
+            Reply::Put(put(tx, w, p).await?)
         }
-        Call::Delete(d) => Reply::Delete(delete(tx, &mut w, d).await?),
+        Call::Delete(d) => Reply::Delete(delete(tx, w, d).await?),
         Call::Txn(t) => {
             let floor = floor_for(tx, call).await?;
-            Reply::Txn(txn(tx, &mut w, t, floor).await?)
+            Reply::Txn(txn(tx, w, t, floor).await?)
         }
-        Call::Revoke(id) => Reply::Revoke(leases::revoke(tx, &mut w, id).await?),
+        Call::Revoke(id) => Reply::Revoke(leases::revoke(tx, w, id).await?),
         Call::Reap(limit) => {
-            let ended = leases::reap(tx, &mut w, now, limit).await?;
+            let ended = leases::reap(tx, w, now, limit).await?;
             Reply::Reaped {
                 leases: ended,
                 revision: w.seen(),
             }
         }
         _ => unreachable!("a write of keys"),
-    };
-    // Back to the revision it found when it changed nothing; past `at` after a reap of
-    // several revisions.
+    })
+}
+
+/// The end of a writing transaction that found revision `found` and locked it at `at`: the
+/// revision set back to `found` when nothing changed, or past `at` after several revisions
+/// (a reap, a batch); the change signal sent when something changed.
+pub(super) async fn close(tx: &mut EtcdTx<'_>, w: &Writing, found: i64, at: i64) -> Result<()> {
     let revision = w.seen();
     if revision != at {
         tx.set_revision(revision).await?;
@@ -253,7 +279,7 @@ async fn write_keys(tx: &mut EtcdTx<'_>, call: Call<'_>) -> Result<Reply> {
     if revision > found {
         tx.notify().await?;
     }
-    Ok(reply)
+    Ok(())
 }
 
 /// A read of keys at one revision: `None` if the revision moved while it read (run it again).

@@ -19,7 +19,9 @@
 //!   instead, above every revision the old primary handed out, lost ones included.
 //!   A request that changes nothing (a delete of nothing, a Txn whose branch only reads, a
 //!   revoke of a lease without keys) leaves it, as etcd; so do reads, grants, keep-alives and
-//!   compactions.
+//!   compactions. The writes of keys that one handle (and its clones) is sent while it
+//!   commits another queue up and share its next transaction, each at revisions of its own in
+//!   queue order, as etcd applies many requests in one Raft entry (see `group.rs`).
 //! - **Keys** are rows of `<prefix>etcd_kv` with etcd's create and mod revisions, version and
 //!   lease; a read of keys sees one revision exactly (it reads the revision before and after,
 //!   and runs again if a writer committed in between).
@@ -69,6 +71,7 @@ mod api;
 mod call;
 mod error;
 mod fence;
+mod group;
 mod kv;
 mod leases;
 mod log;
@@ -133,6 +136,8 @@ pub struct Etcd {
     poll: Duration,
     /// Wakes waiting recipes besides the store's change signals ([`Etcd::woken_by`]).
     nudges: Option<tokio::sync::watch::Receiver<u64>>,
+    /// The writes of keys that wait for the next transaction ([`group`]).
+    writes: group::Group,
 }
 
 impl Etcd {
@@ -143,6 +148,7 @@ impl Etcd {
             statements: cell::Statements::default(),
             poll: DEFAULT_POLL,
             nudges: None,
+            writes: group::Group::default(),
         }
     }
 
@@ -172,8 +178,22 @@ impl Etcd {
     }
 
     /// Runs `call` in one transaction, bounded by the store's timeout; a read of keys that a
-    /// writer kept moving runs again, at last with the revision share-locked.
+    /// writer kept moving runs again, at last with the revision share-locked. A Put, a
+    /// DeleteRange and a Txn that may write share the transaction of the handle's other
+    /// writes of keys that queued meanwhile ([`group`]).
     async fn call(&self, call: Call<'_>) -> Result<Reply> {
+        let write = match call {
+            Call::Put(p) => Some(group::Write::Put(p.clone())),
+            Call::Delete(d) => Some(group::Write::Delete(d.clone())),
+            Call::Txn(t) if validate::txn_writes(t) => Some(group::Write::Txn(t.clone())),
+            _ => None,
+        };
+        if let Some(write) = write {
+            return self
+                .writes
+                .write(&self.store, &self.statements, write)
+                .await;
+        }
         let mut tries = 0;
         loop {
             let mut body = Run {

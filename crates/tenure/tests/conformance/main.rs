@@ -18,6 +18,7 @@ mod consul_index;
 mod elector;
 mod epochs;
 mod etcd_fence;
+mod etcd_group;
 mod etcd_kv;
 mod etcd_leases;
 mod etcd_log;
@@ -198,6 +199,9 @@ for_every_backend!([
     etcd_overview::etcd_size_counts_the_layers_tables,
     etcd_writes::etcd_a_put_judges_its_lease_after_taking_the_revision,
     etcd_writes::etcd_a_write_signals_other_stores,
+    etcd_group::etcd_writes_queued_together_commit_as_one,
+    etcd_group::etcd_a_refused_write_leaves_its_batch,
+    etcd_group::etcd_a_batch_that_fails_half_way_writes_nothing,
 ]);
 
 fence_tests!(
