@@ -18,8 +18,10 @@
 //!   the others run again without it. No write sees a refused one.
 //! - A transaction that fails (the database gone, a timeout) answers every write of it with
 //!   that failure: whether it committed is unknown, as for a write alone.
-//! - A write whose caller stopped waiting before its turn is not run. A write waits for the
-//!   transaction before its own, which the store's timeout bounds, as it bounds each.
+//! - A write whose caller stopped waiting before its turn is not run; one already in a
+//!   transaction runs to its end, as etcd applies a request whose client went away (a write
+//!   alone used to roll back when its future was dropped before its `COMMIT`). A write waits
+//!   for the transaction before its own, which the store's timeout bounds, as it bounds each.
 
 use super::call::{close, etcd_rows, write_at, Call, Reply, Run};
 use super::error::{Error, Result};

@@ -79,7 +79,9 @@ impl Etcd {
     ///
     /// # Cancel safety
     /// Dropped while it waits, it deletes its key (in a task of its own: best effort, or the
-    /// key goes with its lease), as etcd's does when its context is cancelled.
+    /// key goes with its lease), as etcd's does when its context is cancelled. Dropped while
+    /// its first Txn is being committed, the key may stay until its lease ends, as etcd's
+    /// `Mutex` leaves it when its context ends during that Txn.
     pub async fn lock(&self, r: &LockRequest) -> Result<LockResponse> {
         let lease = self.session(r.lease).await?;
         let prefix = prefix_of(&r.name);
