@@ -21,7 +21,8 @@
 //!   revoke of a lease without keys) leaves it, as etcd; so do reads, grants, keep-alives and
 //!   compactions. The writes of keys that one handle (and its clones) is sent while it
 //!   commits another queue up and share its next transaction, each at revisions of its own in
-//!   queue order, as etcd applies many requests in one Raft entry (see `group.rs`).
+//!   queue order, as etcd syncs many requests' log entries at once and applies them in one
+//!   transaction of its backend (see `group.rs`).
 //! - **Keys** are rows of `<prefix>etcd_kv` with etcd's create and mod revisions, version and
 //!   lease; a read of keys sees one revision exactly (it reads the revision before and after,
 //!   and runs again if a writer committed in between).
