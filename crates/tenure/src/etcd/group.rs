@@ -17,7 +17,8 @@
 //!   back; it is answered with its refusal, as if it had run after the writes before it, and
 //!   the others run again without it. No write sees a refused one.
 //! - A transaction that fails (the database gone, a timeout) answers every write of it with
-//!   that failure: whether it committed is unknown, as for a write alone.
+//!   that failure (the first in the queue with the error itself, the others with copies: a
+//!   driver's error as its text): whether it committed is unknown, as for a write alone.
 //! - A write whose caller stopped waiting before its turn is not run; one already in a
 //!   transaction runs to its end, as etcd applies a request whose client went away (a write
 //!   alone used to roll back when its future was dropped before its `COMMIT`). A write waits
@@ -127,8 +128,14 @@ async fn run(store: &Store, statements: &cell::Statements<Statements>, mut queue
         let (replies, refused) = (body.replies, body.refused);
         match (ran, refused) {
             (Err(e), _) => {
-                for q in queued.drain(..) {
+                // The first write gets the failure itself, the others copies of it.
+                let mut all = queued.drain(..);
+                let first = all.next();
+                for q in all {
                     let _ = q.answer.send(Err(Error::Store(copy_of(&e))));
+                }
+                if let Some(q) = first {
+                    let _ = q.answer.send(Err(Error::Store(e)));
                 }
                 return;
             }
@@ -227,8 +234,8 @@ impl Batch<'_> {
     }
 }
 
-/// The same failure again, for each write of a transaction that failed (a driver's error
-/// as its text).
+/// The same failure again, for each write but the first of a transaction that failed (a
+/// driver's error as its text).
 fn copy_of(e: &crate::Error) -> crate::Error {
     use crate::Error as E;
     match e {
