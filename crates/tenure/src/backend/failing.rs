@@ -3,8 +3,11 @@
 //! the label of the store's round trip) fails at its `n`-th call on the seam (the
 //! clock, a statement, a lease operation), before that call reaches the database, and is
 //! rolled back — to show that a layer leaves no half-written state and believes nothing it
-//! did not commit. It can also hold a transaction open after its body ran (uncommitted, its
-//! locks and rows in place) until told to let go, to race another transaction against it.
+//! did not commit. The failure is a dropped connection ([`fail_at`](FailingBackend::fail_at):
+//! whether the transaction committed is unknown) or the server's refusal of a statement
+//! ([`refuse_at`](FailingBackend::refuse_at): the connection lives, nothing committed). It
+//! can also hold a transaction open after its body ran (uncommitted, its locks and rows in
+//! place) until told to let go, to race another transaction against it.
 
 use super::tx::{Arg, BackendKind, Body, Dialect, Outcome, Row, Tx};
 use super::{Applied, Backend, HistoryEntry, RedactedUrl, Renewed, Snapshot};
@@ -21,8 +24,8 @@ use tokio::sync::{broadcast, watch};
 #[derive(Debug)]
 pub struct FailingBackend {
     inner: Arc<dyn Backend>,
-    /// Which transactions fail (their body's `op`), and at which call (1-based).
-    armed: Mutex<Option<(&'static str, u32)>>,
+    /// Which transactions fail (their body's `op`), at which call (1-based), and how.
+    armed: Mutex<Vec<(&'static str, u32, Failure)>>,
     failed: AtomicU64,
     /// Which transactions are held open after their body ran; the gate they wait at (open:
     /// `true`), and how many have been held so far.
@@ -38,7 +41,7 @@ impl FailingBackend {
     pub fn new(inner: Arc<dyn Backend>) -> FailingBackend {
         FailingBackend {
             inner,
-            armed: Mutex::new(None),
+            armed: Mutex::new(Vec::new()),
             failed: AtomicU64::new(0),
             hold: Mutex::new(None),
             gate: watch::Sender::new(true),
@@ -85,9 +88,25 @@ impl FailingBackend {
     }
 
     /// From now on every transaction whose body's `op` is `op` fails at its `n`-th call on
-    /// the seam (`None`: none fails). A transaction with fewer calls commits.
+    /// the seam (`None`: none fails); a transaction with fewer calls commits. The connection
+    /// drops there (an `Io` error): whether it committed is unknown to the layer. Each `op` is
+    /// armed on its own, this or [`refuse_at`](FailingBackend::refuse_at).
     pub fn fail_at(&self, op: &'static str, n: Option<u32>) {
-        *self.armed.lock().expect("armed") = n.filter(|&n| n > 0).map(|n| (op, n));
+        self.arm(op, n, Failure::Dropped);
+    }
+
+    /// From now on every transaction whose body's `op` is `op` has its `n`-th call on the seam
+    /// refused by the server, as a statement the database rejects (a database error, SQLSTATE
+    /// 22000, on a connection that lives on: nothing of the transaction committed); `None`:
+    /// none is.
+    pub fn refuse_at(&self, op: &'static str, n: Option<u32>) {
+        self.arm(op, n, Failure::Refused);
+    }
+
+    fn arm(&self, op: &'static str, n: Option<u32>, how: Failure) {
+        let mut armed = self.armed.lock().expect("armed");
+        armed.retain(|(o, _, _)| *o != op);
+        armed.extend(n.filter(|&n| n > 0).map(|n| (op, n, how)));
     }
 
     /// How many transactions failed so far.
@@ -96,20 +115,71 @@ impl FailingBackend {
     }
 }
 
-/// The error a failed call answers: a connection reset, which the store treats as a
-/// database failure of unknown outcome (not a conflict to retry).
-fn injected() -> Error {
-    Error::Database(sqlx::Error::Io(std::io::Error::new(
-        std::io::ErrorKind::ConnectionReset,
-        "injected: the connection dropped half-way through the transaction",
-    )))
+/// How an armed transaction fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    /// A connection reset, which the store treats as a database failure of unknown outcome
+    /// (not a conflict to retry).
+    Dropped,
+    /// The server's error answer to a statement ([`Refusal`]).
+    Refused,
+}
+
+impl Failure {
+    /// The error a failed call answers.
+    fn error(self) -> Error {
+        Error::Database(match self {
+            Failure::Dropped => sqlx::Error::Io(std::io::Error::new(
+                std::io::ErrorKind::ConnectionReset,
+                "injected: the connection dropped half-way through the transaction",
+            )),
+            Failure::Refused => sqlx::Error::Database(Box::new(Refusal)),
+        })
+    }
+}
+
+/// A database's refusal of one statement, as the driver reports it: SQLSTATE 22000 (a data
+/// exception), neither a conflict to retry nor a lost connection.
+#[derive(Debug)]
+struct Refusal;
+
+/// The refusal's message.
+const REFUSAL: &str = "injected: the server refused a statement of the transaction";
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(REFUSAL)
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+impl sqlx::error::DatabaseError for Refusal {
+    fn message(&self) -> &str {
+        REFUSAL
+    }
+    fn code(&self) -> Option<std::borrow::Cow<'_, str>> {
+        Some("22000".into())
+    }
+    fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        self
+    }
+    fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+        self
+    }
+    fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+        self
+    }
+    fn kind(&self) -> sqlx::error::ErrorKind {
+        sqlx::error::ErrorKind::Other
+    }
 }
 
 /// A body run over a [`Failing`] transaction, held open after it ran if asked.
 struct FailingBody<'a> {
     body: &'a mut dyn Body,
-    /// The call to fail at, if any.
-    at: Option<u32>,
+    /// The call to fail at, and how, if any.
+    at: Option<(u32, Failure)>,
     backend: &'a FailingBackend,
     hold: bool,
 }
@@ -122,7 +192,8 @@ impl Body for FailingBody<'_> {
     async fn run(&mut self, tx: &mut dyn Tx) -> Result<Outcome> {
         let mut failing = Failing {
             tx,
-            left: self.at,
+            left: self.at.map(|(n, _)| n),
+            how: self.at.map_or(Failure::Dropped, |(_, how)| how),
             batches: &self.backend.batches,
         };
         let outcome = self.body.run(&mut failing).await;
@@ -154,6 +225,7 @@ impl Body for FailingBody<'_> {
 struct Failing<'t> {
     tx: &'t mut dyn Tx,
     left: Option<u32>,
+    how: Failure,
     batches: &'t AtomicU64,
 }
 
@@ -164,11 +236,11 @@ impl Failing<'_> {
             return Ok(());
         };
         if *left == 0 {
-            return Err(injected());
+            return Err(self.how.error());
         }
         *left -= 1;
         match *left {
-            0 => Err(injected()),
+            0 => Err(self.how.error()),
             _ => Ok(()),
         }
     }
@@ -245,8 +317,9 @@ impl Backend for FailingBackend {
         self.inner.apply(name, op, actor).await
     }
     async fn transaction(&self, body: &mut dyn Body) -> Result<()> {
-        let armed = *self.armed.lock().expect("armed");
-        let at = armed.filter(|(op, _)| *op == body.op()).map(|(_, at)| at);
+        let at = (self.armed.lock().expect("armed").iter())
+            .find(|(op, _, _)| *op == body.op())
+            .map(|&(_, n, how)| (n, how));
         let hold = *self.hold.lock().expect("hold") == Some(body.op());
         let mut failing = FailingBody {
             body,

@@ -19,6 +19,10 @@
 //! - A transaction that fails (the database gone, a timeout) answers every write of it with
 //!   that failure (the first in the queue with the error itself, the others with copies: a
 //!   driver's error as its text): whether it committed is unknown, as for a write alone.
+//! - A transaction the server refused a statement of (an error answer on a connection that
+//!   lives on: nothing of it committed) may have been refused for one write's sake: each of
+//!   its writes then runs alone, in queue order, so that only a write the server refuses
+//!   alone fails, as before group commit.
 //! - A write whose caller stopped waiting before its turn is not run; one already in a
 //!   transaction runs to its end, as etcd applies a request whose client went away (a write
 //!   alone used to roll back when its future was dropped before its `COMMIT`). A write waits
@@ -127,6 +131,14 @@ async fn run(store: &Store, statements: &cell::Statements<Statements>, mut queue
         let ran = store.transaction(&mut body).await;
         let (replies, refused) = (body.replies, body.refused);
         match (ran, refused) {
+            (Err(e), _) if nothing_committed(&e) => {
+                for q in queued.drain(..).filter(|q| !q.answer.is_closed()) {
+                    let _ = q
+                        .answer
+                        .send(alone(store, statements, q.write.call()).await);
+                }
+                return;
+            }
             (Err(e), _) => {
                 // The first write gets the failure itself, the others copies of it.
                 let mut all = queued.drain(..);
@@ -232,6 +244,14 @@ impl Batch<'_> {
         }
         close(tx, &w, found, at).await.map_err(|e| (0, e))
     }
+}
+
+/// Whether a transaction's failure says that nothing of it committed: the server answered a
+/// statement (or the `COMMIT`) with an error, and the connection lives on. A lost connection
+/// or a timeout leaves it unknown.
+fn nothing_committed(e: &crate::Error) -> bool {
+    matches!(e, crate::Error::Database(sqlx::Error::Database(_)))
+        && !crate::error::is_connection_lost(e)
 }
 
 /// The same failure again, for each write but the first of a transaction that failed (a

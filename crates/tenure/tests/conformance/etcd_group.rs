@@ -327,6 +327,17 @@ pub(crate) async fn etcd_a_refused_write_leaves_its_batch(store: Store) {
     h.done().await;
 }
 
+/// The batch the failure tests queue under `prefix`: a put of `a`, a lock Txn on `lock`, a
+/// delete of `before` (which the test has put), another put of `a`.
+fn four_writes(prefix: &str) -> Vec<W> {
+    vec![
+        put_req(&format!("{prefix}/a"), "v", 0),
+        lock_req(&format!("{prefix}/lock"), "l"),
+        delete_req(&format!("{prefix}/before")),
+        put_req(&format!("{prefix}/a"), "w", 0),
+    ]
+}
+
 /// A batch whose transaction fails at any of its calls on the seam (a connection that drops
 /// half-way) answers every write of it with the failure and writes none of them; the
 /// revision stays. Tried at every call until the batch has fewer calls than the failure's.
@@ -336,12 +347,7 @@ pub(crate) async fn etcd_a_batch_that_fails_half_way_writes_nothing(store: Store
     for at in 1..=60u32 {
         let before = put(&h.etcd, &format!("f/{at}/before"), "b").await;
         h.failing.fail_at("etcd_writes", Some(at));
-        let writes = vec![
-            put_req(&format!("f/{at}/a"), "v", 0),
-            lock_req(&format!("f/{at}/lock"), "l"),
-            delete_req(&format!("f/{at}/before")),
-            put_req(&format!("f/{at}/a"), "w", 0),
-        ];
+        let writes = four_writes(&format!("f/{at}"));
         let failed_before = h.failing.failed();
         let (_, answers) = h.queued_behind(&format!("f/{at}/first"), writes).await;
         h.failing.fail_at("etcd_writes", None);
@@ -384,5 +390,80 @@ pub(crate) async fn etcd_a_batch_that_fails_half_way_writes_nothing(store: Store
     // The lock of the revision, the clock, and each write's reads and writes: a batch of
     // these four makes more than eight calls, each of which failed it once.
     assert!(failed > 8, "the batch failed at {failed} calls");
+    h.done().await;
+}
+
+/// A batch whose transaction the server refuses at any of its calls (an error answer on a
+/// connection that lives on: nothing of it committed) runs each of its writes again alone, in
+/// queue order: the writes the server takes alone commit at gapless revisions, and only the
+/// one it refuses alone (here the delete, refused at its first call) fails, with the server's
+/// error, as before group commit. Tried at every call until the batch has fewer calls than
+/// the refusal's.
+pub(crate) async fn etcd_a_batch_the_server_refuses_runs_each_write_alone(store: Store) {
+    let h = Harness::new(store).await;
+    let (mut committed, mut refused) = (false, 0);
+    for at in 1..=60u32 {
+        let before = put(&h.etcd, &format!("s/{at}/before"), "b").await;
+        h.failing.refuse_at("etcd_writes", Some(at));
+        h.failing.refuse_at("etcd_delete", Some(1));
+        let writes = four_writes(&format!("s/{at}"));
+        let failed_before = h.failing.failed();
+        let (transactions, answers) = h.queued_behind(&format!("s/{at}/first"), writes).await;
+        h.failing.refuse_at("etcd_writes", None);
+        h.failing.refuse_at("etcd_delete", None);
+        if h.failing.failed() == failed_before {
+            // The batch has fewer calls than `at`: it committed, the delete in it.
+            assert!(answers.iter().all(Result::is_ok), "{at}: {answers:?}");
+            assert_eq!(transactions, 1, "{at}");
+            committed = true;
+            break;
+        }
+        refused += 1;
+        assert_eq!(
+            h.failing.failed() - failed_before,
+            2,
+            "{at}: the batch and the delete alone were refused"
+        );
+        assert_eq!(transactions, 5, "{at}: the batch, then each write alone");
+        match &answers[2] {
+            Err(Error::Store(tenure::Error::Database(sqlx::Error::Database(db)))) => {
+                assert_eq!(db.code().as_deref(), Some("22000"), "{at}: {db}");
+            }
+            other => panic!("{at}: the delete alone was refused: {other:?}"),
+        }
+        let mut revisions: Vec<i64> = [0, 1, 3]
+            .iter()
+            .map(|&i| match &answers[i] {
+                Ok(a) => changed_at(a).expect("each wrote"),
+                Err(e) => panic!("{at}: write {i} alone failed: {e:?}"),
+            })
+            .collect();
+        revisions.sort_unstable();
+        let first = before + 1;
+        assert_eq!(
+            revisions,
+            ((first + 1)..=(first + 3)).collect::<Vec<_>>(),
+            "{at}"
+        );
+        assert_eq!(
+            get(&h.etcd, &format!("s/{at}/a"))
+                .await
+                .map(|kv| kv.version),
+            Some(2),
+            "{at}"
+        );
+        assert!(
+            get(&h.etcd, &format!("s/{at}/lock")).await.is_some(),
+            "{at}"
+        );
+        assert!(
+            get(&h.etcd, &format!("s/{at}/before")).await.is_some(),
+            "{at}: the refused delete wrote nothing"
+        );
+        let after = put(&h.etcd, &format!("s/{at}/after"), "x").await;
+        assert_eq!(after, first + 4, "{at}: no revision was lost or taken");
+    }
+    assert!(committed, "a batch of four writes has fewer than 60 calls");
+    assert!(refused > 8, "the batch was refused at {refused} calls");
     h.done().await;
 }

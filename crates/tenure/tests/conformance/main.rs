@@ -202,6 +202,7 @@ for_every_backend!([
     etcd_group::etcd_writes_queued_together_commit_as_one,
     etcd_group::etcd_a_refused_write_leaves_its_batch,
     etcd_group::etcd_a_batch_that_fails_half_way_writes_nothing,
+    etcd_group::etcd_a_batch_the_server_refuses_runs_each_write_alone,
 ]);
 
 fence_tests!(
