@@ -52,10 +52,10 @@ async fn ten_thousand_locks(kind: BackendKind) {
     let started = Instant::now();
     let names: Vec<String> = (0..LOCKS).map(|i| format!("lock-{i:05}")).collect();
     // Eight workers, one per pooled connection. Each takes its first names one by one
-    // (`try_lock`) and the rest in batches (`try_lock_many`, a thousand names per transaction),
-    // so the keep-alive carries guards of both kinds while more are being taken; taking all
-    // 10,000 one by one took most of this test's time (about 30 s on MariaDB) and is the
-    // benchmark's business (docs/benchmarks.md), not this test's.
+    // (`try_lock`) and the rest in batches of [`BATCH`] (`try_lock_many`, one transaction
+    // each), so the keep-alive carries guards of both kinds; taking all 10,000 one by one took
+    // most of this test's time (14–34 s per backend, quiet) and is the benchmark's business
+    // (docs/benchmarks.md), not this test's.
     let workers: Vec<_> = names
         .chunks(LOCKS / 8)
         .map(|chunk| {
