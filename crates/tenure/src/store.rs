@@ -110,8 +110,8 @@ impl Store {
         self.backend.url()
     }
 
-    /// Closes the store's connections (those of every clone: they share them) and waits until
-    /// each is closed. Call it last, after every guard is released, before the process exits:
+    /// Closes the store's connections (those of every clone: they share them; PostgreSQL's
+    /// LISTEN connection and waiting mark included) and waits until each is closed. Call it last, after every guard is released, before the process exits:
     /// then nothing of tenure runs on behind it (SQLite's worker threads answer their last
     /// command first, so their spans end before an exporter is shut down). Later calls fail.
     pub async fn close(&self) {

@@ -51,28 +51,6 @@ async fn heard(listener: &mut PgListener, name: &str, within: Duration) -> usize
     seen
 }
 
-/// The second key of the store's marks: FNV-1a of its channel, as marks.rs computes it.
-fn mark_key(prefix: &str) -> i64 {
-    let mut hash: u32 = 0x811c_9dc5;
-    for byte in format!("{prefix}lease").bytes() {
-        hash ^= u32::from(byte);
-        hash = hash.wrapping_mul(0x0100_0193);
-    }
-    i64::from(hash & 0x7fff_ffff)
-}
-
-/// How many sessions hold a mark on the store's channel.
-async fn marks_held(admin: &sqlx::PgPool, prefix: &str) -> i64 {
-    sqlx::query_scalar(
-        "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1952804469 \
-         AND objid = $1 AND objsubid = 2 AND granted",
-    )
-    .bind(mark_key(prefix))
-    .fetch_one(admin)
-    .await
-    .unwrap()
-}
-
 /// A wake-up for any name, which a subscription gets each time the mark is granted.
 async fn woken_for_any(rx: &mut broadcast::Receiver<String>, within: Duration) {
     let any = timeout(within, async {
@@ -110,11 +88,15 @@ async fn a_release_notifies_only_while_someone_listens() {
         0,
         "no mark: the release is not announced"
     );
-    assert_eq!(marks_held(&admin, &prefix).await, 0);
+    assert_eq!(common::pg_marks_held(&admin, &prefix).await, 0);
 
     let mut rx = store.backend().subscribe().expect("PostgreSQL listens");
     woken_for_any(&mut rx, Duration::from_secs(5)).await;
-    assert_eq!(marks_held(&admin, &prefix).await, 1, "one mark per process");
+    assert_eq!(
+        common::pg_marks_held(&admin, &prefix).await,
+        1,
+        "one mark per process"
+    );
     cycle(&locks, &name).await;
     assert_eq!(
         heard(&mut listener, &name, Duration::from_millis(500)).await,
@@ -125,7 +107,7 @@ async fn a_release_notifies_only_while_someone_listens() {
     // The subscriber gone, the mark goes within the task's check interval (5 s).
     drop(rx);
     let until = Instant::now() + Duration::from_secs(15);
-    while marks_held(&admin, &prefix).await > 0 {
+    while common::pg_marks_held(&admin, &prefix).await > 0 {
         assert!(Instant::now() < until, "the mark was not let go");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -167,7 +149,7 @@ async fn a_waiter_elsewhere_is_woken_at_once() {
     });
     // The waiter's store takes its mark.
     let until = Instant::now() + Duration::from_secs(5);
-    while marks_held(&admin, &prefix).await == 0 {
+    while common::pg_marks_held(&admin, &prefix).await == 0 {
         assert!(Instant::now() < until, "the waiter's store holds no mark");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -200,17 +182,21 @@ async fn a_lost_mark_is_taken_again_with_a_wake_up() {
         "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = 'advisory' \
          AND classid = 1952804469 AND objid = $1 AND objsubid = 2 AND granted",
     )
-    .bind(mark_key(&prefix))
+    .bind(common::pg_mark_key(&prefix))
     .fetch_one(&admin)
     .await
     .unwrap();
     assert!(killed >= 1, "a mark's session to end");
-    while marks_held(&admin, &prefix).await > 0 {
+    while common::pg_marks_held(&admin, &prefix).await > 0 {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // Noticed at the task's next check of its connection (every 5 s).
     woken_for_any(&mut rx, Duration::from_secs(15)).await;
-    assert_eq!(marks_held(&admin, &prefix).await, 1, "taken again");
+    assert_eq!(
+        common::pg_marks_held(&admin, &prefix).await,
+        1,
+        "taken again"
+    );
     drop(rx);
     drop_tables(&prefix).await;
 }

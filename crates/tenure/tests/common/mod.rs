@@ -255,3 +255,26 @@ pub(crate) async fn drop_prefixed(
     }
     Ok(())
 }
+
+/// PostgreSQL: the second key of the waiting marks of the store of `prefix`: FNV-1a of its
+/// channel, as `marks.rs` computes it.
+pub(crate) fn pg_mark_key(prefix: &str) -> i64 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in format!("{prefix}lease").bytes() {
+        hash ^= u32::from(byte);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    i64::from(hash & 0x7fff_ffff)
+}
+
+/// PostgreSQL: how many sessions hold a waiting mark on the channel of the store of `prefix`.
+pub(crate) async fn pg_marks_held(admin: &sqlx::PgPool, prefix: &str) -> i64 {
+    sqlx::query_scalar(
+        "SELECT COUNT(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1952804469 \
+         AND objid = $1 AND objsubid = 2 AND granted",
+    )
+    .bind(pg_mark_key(prefix))
+    .fetch_one(admin)
+    .await
+    .unwrap()
+}

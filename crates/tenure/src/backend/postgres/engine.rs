@@ -230,6 +230,17 @@ impl Engine for Postgres {
         one_statement::run(backend, name, op, actor).await
     }
 
+    /// Stops the LISTEN task, which gives its connection back to the pool (the pool's close
+    /// waits for it), and the waiting mark's, whose connection closes and lets the mark go.
+    fn close(&self) {
+        if let Some(listener) = &self.listener {
+            listener.abort();
+        }
+        if let Some(marks) = &self.marks {
+            marks.stop();
+        }
+    }
+
     fn subscribe(&self) -> Option<broadcast::Receiver<String>> {
         let receiver = self
             .notifications

@@ -66,7 +66,7 @@ pub(super) struct Marks {
 
 impl Drop for Marks {
     fn drop(&mut self) {
-        self.task.abort();
+        self.stop();
     }
 }
 
@@ -87,6 +87,11 @@ impl Marks {
     /// Someone subscribed: take the mark now if it is not held.
     pub(super) fn want(&self) {
         self.wanted.notify_one();
+    }
+
+    /// Stops the task: its connection closes, and with it the mark (the store is closing).
+    pub(super) fn stop(&self) {
+        self.task.abort();
     }
 }
 

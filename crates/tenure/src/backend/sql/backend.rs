@@ -214,6 +214,11 @@ pub trait Engine: Sized + Send + Sync + 'static {
         None
     }
 
+    /// The store is closing: stop what runs beside the pool before the pool closes, which
+    /// waits for every connection it lent out (PostgreSQL's LISTEN task holds one of them for
+    /// as long as it runs). The default has nothing to stop.
+    fn close(&self) {}
+
     /// `op` on lease `name` committed as `applied`. An engine whose database cannot push a
     /// change tells the other processes here (SQLite's and MySQL's doorbells); the default does
     /// nothing (PostgreSQL's NOTIFY went with the transaction).

@@ -511,6 +511,7 @@ where
     }
 
     async fn close(&self) {
+        self.engine.close();
         self.pool.close().await;
     }
 }
