@@ -24,8 +24,9 @@ use tokio::sync::{broadcast, watch};
 #[derive(Debug)]
 pub struct FailingBackend {
     inner: Arc<dyn Backend>,
-    /// Which transactions fail (their body's `op`), at which call (1-based), and how.
-    armed: Mutex<Vec<(&'static str, u32, Failure)>>,
+    /// Which transactions fail (their body's `op`), at which call (1-based), how, and
+    /// whether only the first that reaches that call.
+    armed: Mutex<Vec<(&'static str, u32, Failure, bool)>>,
     failed: AtomicU64,
     /// Which transactions are held open after their body ran; the gate they wait at (open:
     /// `true`), and how many have been held so far.
@@ -92,7 +93,7 @@ impl FailingBackend {
     /// drops there (an `Io` error): whether it committed is unknown to the layer. Each `op` is
     /// armed on its own, this or [`refuse_at`](FailingBackend::refuse_at).
     pub fn fail_at(&self, op: &'static str, n: Option<u32>) {
-        self.arm(op, n, Failure::Dropped);
+        self.arm(op, n, Failure::Dropped, false);
     }
 
     /// From now on every transaction whose body's `op` is `op` has its `n`-th call on the seam
@@ -100,13 +101,27 @@ impl FailingBackend {
     /// 22000, on a connection that lives on: nothing of the transaction committed); `None`:
     /// none is.
     pub fn refuse_at(&self, op: &'static str, n: Option<u32>) {
-        self.arm(op, n, Failure::Refused);
+        self.arm(op, n, Failure::Refused, false);
     }
 
-    fn arm(&self, op: &'static str, n: Option<u32>, how: Failure) {
+    /// As [`refuse_at`](FailingBackend::refuse_at), for the first transaction of `op` that
+    /// reaches its `n`-th call only: the refusal disarms itself there.
+    pub fn refuse_once_at(&self, op: &'static str, n: Option<u32>) {
+        self.arm(op, n, Failure::Refused, true);
+    }
+
+    fn arm(&self, op: &'static str, n: Option<u32>, how: Failure, once: bool) {
         let mut armed = self.armed.lock().expect("armed");
-        armed.retain(|(o, _, _)| *o != op);
-        armed.extend(n.filter(|&n| n > 0).map(|n| (op, n, how)));
+        armed.retain(|(o, _, _, _)| *o != op);
+        armed.extend(n.filter(|&n| n > 0).map(|n| (op, n, how, once)));
+    }
+
+    /// Disarms `op` after its one-shot failure (see [`refuse_once_at`]).
+    ///
+    /// [`refuse_once_at`]: FailingBackend::refuse_once_at
+    fn fired(&self, op: &'static str) {
+        let mut armed = self.armed.lock().expect("armed");
+        armed.retain(|&(o, _, _, once)| o != op || !once);
     }
 
     /// How many transactions failed so far.
@@ -199,6 +214,7 @@ impl Body for FailingBody<'_> {
         let outcome = self.body.run(&mut failing).await;
         if failing.left == Some(0) {
             self.backend.failed.fetch_add(1, Ordering::SeqCst);
+            self.backend.fired(self.body.op());
         }
         if self.hold && outcome.is_ok() {
             self.backend.held.send_modify(|n| *n += 1);
@@ -318,8 +334,8 @@ impl Backend for FailingBackend {
     }
     async fn transaction(&self, body: &mut dyn Body) -> Result<()> {
         let at = (self.armed.lock().expect("armed").iter())
-            .find(|(op, _, _)| *op == body.op())
-            .map(|&(_, n, how)| (n, how));
+            .find(|(op, _, _, _)| *op == body.op())
+            .map(|&(_, n, how, _)| (n, how));
         let hold = *self.hold.lock().expect("hold") == Some(body.op());
         let mut failing = FailingBody {
             body,

@@ -20,9 +20,14 @@
 //!   that failure (the first in the queue with the error itself, the others with copies: a
 //!   driver's error as its text): whether it committed is unknown, as for a write alone.
 //! - A transaction the server refused a statement of (an error answer on a connection that
-//!   lives on: nothing of it committed) may have been refused for one write's sake: each of
-//!   its writes then runs alone, in queue order, so that only a write the server refuses
-//!   alone fails, as before group commit.
+//!   lives on: nothing of it committed) was refused for one write's sake where the statement
+//!   was that write's: the write runs alone (answered as the server answers it alone, as
+//!   before group commit), and the others run again without it. Where the batch without it is
+//!   refused as well, each of its writes runs alone, in queue order: one bad write costs two
+//!   more transactions, several at most one per write. A refused statement of the batch's own
+//!   (the revision's lock — a lock wait timed out, say — the clock, the revision written
+//!   back) is no write's: every write is answered with it, as when a transaction fails, for
+//!   each alone would run the same statement (and wait the same timeout) again.
 //! - A write whose caller stopped waiting before its turn is not run; one already in a
 //!   transaction runs to its end, as etcd applies a request whose client went away (a write
 //!   alone used to roll back when its future was dropped before its `COMMIT`). A write waits
@@ -121,23 +126,29 @@ async fn commit(
 /// Runs `queued` in one transaction (a write that refuses is answered and taken out, and the
 /// rest run again), and answers each.
 async fn run(store: &Store, statements: &cell::Statements<Statements>, mut queued: Vec<Queued>) {
+    let mut narrowed = false;
     while queued.len() > 1 {
         let mut body = Batch {
             statements,
             writes: queued.iter().map(|q| q.write.call()).collect(),
             replies: Vec::new(),
             refused: None,
+            failed_at: None,
         };
         let ran = store.transaction(&mut body).await;
-        let (replies, refused) = (body.replies, body.refused);
+        let (replies, refused, failed_at) = (body.replies, body.refused, body.failed_at);
         match (ran, refused) {
-            (Err(e), _) if nothing_committed(&e) => {
-                for q in queued.drain(..).filter(|q| !q.answer.is_closed()) {
+            (Err(e), _) if nothing_committed(&e) && failed_at.is_some() => {
+                if narrowed {
+                    return each_alone(store, statements, queued).await;
+                }
+                narrowed = true;
+                let q = queued.remove(failed_at.expect("matched above"));
+                if !q.answer.is_closed() {
                     let _ = q
                         .answer
                         .send(alone(store, statements, q.write.call()).await);
                 }
-                return;
             }
             (Err(e), _) => {
                 // The first write gets the failure itself, the others copies of it.
@@ -162,7 +173,13 @@ async fn run(store: &Store, statements: &cell::Statements<Statements>, mut queue
             }
         }
     }
-    if let Some(q) = queued.pop() {
+    each_alone(store, statements, queued).await;
+}
+
+/// Runs each of `queued` in a transaction of its own, in queue order (a write whose caller
+/// stopped waiting is not run).
+async fn each_alone(store: &Store, statements: &cell::Statements<Statements>, queued: Vec<Queued>) {
+    for q in queued.into_iter().filter(|q| !q.answer.is_closed()) {
         let _ = q
             .answer
             .send(alone(store, statements, q.write.call()).await);
@@ -198,6 +215,9 @@ struct Batch<'a> {
     replies: Vec<Reply>,
     /// The first write that refused, and why: the run rolled back.
     refused: Option<(usize, Error)>,
+    /// The write whose statement failed, after a run that failed; `None` where a statement
+    /// of the batch's own did (or none).
+    failed_at: Option<usize>,
 }
 
 #[async_trait::async_trait]
@@ -218,12 +238,16 @@ impl Body for Batch<'_> {
         let mut rows = etcd_rows(self.statements, tx);
         self.replies.clear();
         self.refused = None;
+        self.failed_at = None;
         match self.write_all(&mut rows).await {
             Ok(()) => Ok(Outcome::Commit),
             // The seam rolls back, and runs the body again after a transient conflict.
-            Err((_, Error::Store(e))) => Err(e),
-            Err((i, refused)) => {
-                self.refused = Some((i, refused));
+            Err((at, Error::Store(e))) => {
+                self.failed_at = at;
+                Err(e)
+            }
+            Err((at, refused)) => {
+                self.refused = Some((at.unwrap_or(0), refused));
                 Ok(Outcome::Rollback)
             }
         }
@@ -231,18 +255,25 @@ impl Body for Batch<'_> {
 }
 
 impl Batch<'_> {
-    /// Every write, in order; the index of the one that failed, and why.
-    async fn write_all(&mut self, tx: &mut EtcdTx<'_>) -> std::result::Result<(), (usize, Error)> {
-        let (found, at) = tx.bump_revision().await.map_err(|e| (0, Error::Store(e)))?;
+    /// Every write, in order; where it stopped (the index of the write, `None` in a statement
+    /// of the batch's own), and why.
+    async fn write_all(
+        &mut self,
+        tx: &mut EtcdTx<'_>,
+    ) -> std::result::Result<(), (Option<usize>, Error)> {
+        let shared = |e| (None, Error::Store(e));
+        let (found, at) = tx.bump_revision().await.map_err(shared)?;
         // The clock, after the lock (and checking that the server takes writes).
-        let now = tx.now().await.map_err(|e| (0, Error::Store(e)))?;
+        let now = tx.now().await.map_err(shared)?;
         let mut w = Writing::at(found, at);
         for (i, call) in self.writes.iter().enumerate() {
-            let reply = write_at(tx, &mut w, *call, now).await.map_err(|e| (i, e))?;
+            let reply = write_at(tx, &mut w, *call, now)
+                .await
+                .map_err(|e| (Some(i), e))?;
             self.replies.push(reply);
             w.next();
         }
-        close(tx, &w, found, at).await.map_err(|e| (0, e))
+        close(tx, &w, found, at).await.map_err(|e| (None, e))
     }
 }
 

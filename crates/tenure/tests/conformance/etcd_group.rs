@@ -1,7 +1,7 @@
 //! Group commit: the writes of keys that queue on one handle while it commits another share
 //! the next transaction, each at revisions of its own and answered as if it had run alone
-//! after the ones before it; a write that refuses is answered alone and the rest commit; a
-//! transaction that fails half-way writes nothing of any of its writes.
+//! after the ones before it; a write that refuses is answered alone and the rest commit (a
+//! transaction that fails: `etcd_group_failures.rs`).
 //!
 //! Each test holds one put's transaction open (`FailingBackend::hold`), queues its writes
 //! behind it, and only then lets it commit: what queued is one batch, whatever the machine's
@@ -30,7 +30,7 @@ const QUEUED_WITHIN: Duration = Duration::from_secs(30);
 
 /// A write of keys, as a test sends it.
 #[derive(Clone)]
-enum W {
+pub(crate) enum W {
     Put(PutRequest),
     Delete(DeleteRangeRequest),
     Txn(TxnRequest),
@@ -38,13 +38,13 @@ enum W {
 
 /// What it answered: the header's revision, and the answer itself.
 #[derive(Debug)]
-enum A {
+pub(crate) enum A {
     Put(i64, Option<tenure::etcd::proto::mvccpb::KeyValue>),
     Delete(i64, i64),
     Txn(i64, bool, Vec<Response>),
 }
 
-fn put_req(key: &str, value: &str, lease: i64) -> W {
+pub(crate) fn put_req(key: &str, value: &str, lease: i64) -> W {
     W::Put(PutRequest {
         key: key.into(),
         value: value.into(),
@@ -54,7 +54,7 @@ fn put_req(key: &str, value: &str, lease: i64) -> W {
     })
 }
 
-fn delete_req(key: &str) -> W {
+pub(crate) fn delete_req(key: &str) -> W {
     W::Delete(DeleteRangeRequest {
         key: key.into(),
         prev_kv: true,
@@ -63,7 +63,7 @@ fn delete_req(key: &str) -> W {
 }
 
 /// The lock recipe's Txn: `key` created if it does not exist, else read.
-fn lock_req(key: &str, value: &str) -> W {
+pub(crate) fn lock_req(key: &str, value: &str) -> W {
     W::Txn(TxnRequest {
         compare: vec![cmp(
             key,
@@ -115,15 +115,15 @@ async fn counted<F: Future>(f: F, polled: &AtomicUsize) -> F::Output {
 }
 
 /// An etcd of its own whose transactions are counted and can be held or failed.
-struct Harness {
+pub(crate) struct Harness {
     s: Scoped,
-    failing: Arc<FailingBackend>,
+    pub(crate) failing: Arc<FailingBackend>,
     counting: Arc<CountingBackend>,
-    etcd: Etcd,
+    pub(crate) etcd: Etcd,
 }
 
 impl Harness {
-    async fn new(store: Store) -> Harness {
+    pub(crate) async fn new(store: Store) -> Harness {
         let s = Scoped::new(store).await;
         let failing = Arc::new(FailingBackend::new(s.store().backend().clone()));
         let counting = Arc::new(CountingBackend::new(failing.clone()));
@@ -143,7 +143,11 @@ impl Harness {
     /// a task of its own), then lets the first commit: the transactions the queued writes took
     /// (counted from the moment the first committed), and what each answered, in `writes`'s
     /// order.
-    async fn queued_behind(&self, first: &str, writes: Vec<W>) -> (u64, Vec<Result<A, Error>>) {
+    pub(crate) async fn queued_behind(
+        &self,
+        first: &str,
+        writes: Vec<W>,
+    ) -> (u64, Vec<Result<A, Error>>) {
         let earlier = self.failing.held();
         self.failing.hold("etcd_put");
         let etcd = self.etcd.clone();
@@ -183,13 +187,13 @@ impl Harness {
         (self.counting.counts().since(before).transactions, answers)
     }
 
-    async fn done(self) {
+    pub(crate) async fn done(self) {
         self.etcd.store().close().await;
         self.s.drop_tables().await;
     }
 }
 
-fn changed_at(a: &A) -> Option<i64> {
+pub(crate) fn changed_at(a: &A) -> Option<i64> {
     match a {
         A::Put(rev, _) => Some(*rev),
         A::Delete(rev, deleted) => (*deleted > 0).then_some(*rev),
@@ -324,146 +328,5 @@ pub(crate) async fn etcd_a_refused_write_leaves_its_batch(store: Store) {
         transactions, 3,
         "two rollbacks, one for each refusal, then the commit"
     );
-    h.done().await;
-}
-
-/// The batch the failure tests queue under `prefix`: a put of `a`, a lock Txn on `lock`, a
-/// delete of `before` (which the test has put), another put of `a`.
-fn four_writes(prefix: &str) -> Vec<W> {
-    vec![
-        put_req(&format!("{prefix}/a"), "v", 0),
-        lock_req(&format!("{prefix}/lock"), "l"),
-        delete_req(&format!("{prefix}/before")),
-        put_req(&format!("{prefix}/a"), "w", 0),
-    ]
-}
-
-/// A batch whose transaction fails at any of its calls on the seam (a connection that drops
-/// half-way) answers every write of it with the failure and writes none of them; the
-/// revision stays. Tried at every call until the batch has fewer calls than the failure's.
-pub(crate) async fn etcd_a_batch_that_fails_half_way_writes_nothing(store: Store) {
-    let h = Harness::new(store).await;
-    let (mut committed, mut failed) = (false, 0);
-    for at in 1..=60u32 {
-        let before = put(&h.etcd, &format!("f/{at}/before"), "b").await;
-        h.failing.fail_at("etcd_writes", Some(at));
-        let writes = four_writes(&format!("f/{at}"));
-        let failed_before = h.failing.failed();
-        let (_, answers) = h.queued_behind(&format!("f/{at}/first"), writes).await;
-        h.failing.fail_at("etcd_writes", None);
-        if h.failing.failed() == failed_before {
-            // The batch has fewer calls than `at`: it committed.
-            assert!(answers.iter().all(Result::is_ok), "{at}: {answers:?}");
-            committed = true;
-            break;
-        }
-        failed += 1;
-        for a in &answers {
-            assert!(matches!(a, Err(Error::Store(_))), "{at}: {a:?}");
-        }
-        // One write (the first in the queue) gets the driver's own error, the others copies.
-        let original = answers
-            .iter()
-            .filter(|a| {
-                matches!(
-                    a,
-                    Err(Error::Store(tenure::Error::Database(sqlx::Error::Io(_))))
-                )
-            })
-            .count();
-        assert_eq!(original, 1, "{at}: {answers:?}");
-        assert!(get(&h.etcd, &format!("f/{at}/a")).await.is_none(), "{at}");
-        assert!(
-            get(&h.etcd, &format!("f/{at}/lock")).await.is_none(),
-            "{at}"
-        );
-        assert!(
-            get(&h.etcd, &format!("f/{at}/before")).await.is_some(),
-            "{at}"
-        );
-        let now = get(&h.etcd, &format!("f/{at}/first")).await.expect("held");
-        assert_eq!(now.mod_revision, before + 1, "{at}: the revision stayed");
-        let after = put(&h.etcd, &format!("f/{at}/after"), "x").await;
-        assert_eq!(after, before + 2, "{at}: no revision was lost or taken");
-    }
-    assert!(committed, "a batch of four writes has fewer than 60 calls");
-    // The lock of the revision, the clock, and each write's reads and writes: a batch of
-    // these four makes more than eight calls, each of which failed it once.
-    assert!(failed > 8, "the batch failed at {failed} calls");
-    h.done().await;
-}
-
-/// A batch whose transaction the server refuses at any of its calls (an error answer on a
-/// connection that lives on: nothing of it committed) runs each of its writes again alone, in
-/// queue order: the writes the server takes alone commit at gapless revisions, and only the
-/// one it refuses alone (here the delete, refused at its first call) fails, with the server's
-/// error, as before group commit. Tried at every call until the batch has fewer calls than
-/// the refusal's.
-pub(crate) async fn etcd_a_batch_the_server_refuses_runs_each_write_alone(store: Store) {
-    let h = Harness::new(store).await;
-    let (mut committed, mut refused) = (false, 0);
-    for at in 1..=60u32 {
-        let before = put(&h.etcd, &format!("s/{at}/before"), "b").await;
-        h.failing.refuse_at("etcd_writes", Some(at));
-        h.failing.refuse_at("etcd_delete", Some(1));
-        let writes = four_writes(&format!("s/{at}"));
-        let failed_before = h.failing.failed();
-        let (transactions, answers) = h.queued_behind(&format!("s/{at}/first"), writes).await;
-        h.failing.refuse_at("etcd_writes", None);
-        h.failing.refuse_at("etcd_delete", None);
-        if h.failing.failed() == failed_before {
-            // The batch has fewer calls than `at`: it committed, the delete in it.
-            assert!(answers.iter().all(Result::is_ok), "{at}: {answers:?}");
-            assert_eq!(transactions, 1, "{at}");
-            committed = true;
-            break;
-        }
-        refused += 1;
-        assert_eq!(
-            h.failing.failed() - failed_before,
-            2,
-            "{at}: the batch and the delete alone were refused"
-        );
-        assert_eq!(transactions, 5, "{at}: the batch, then each write alone");
-        match &answers[2] {
-            Err(Error::Store(tenure::Error::Database(sqlx::Error::Database(db)))) => {
-                assert_eq!(db.code().as_deref(), Some("22000"), "{at}: {db}");
-            }
-            other => panic!("{at}: the delete alone was refused: {other:?}"),
-        }
-        let mut revisions: Vec<i64> = [0, 1, 3]
-            .iter()
-            .map(|&i| match &answers[i] {
-                Ok(a) => changed_at(a).expect("each wrote"),
-                Err(e) => panic!("{at}: write {i} alone failed: {e:?}"),
-            })
-            .collect();
-        revisions.sort_unstable();
-        let first = before + 1;
-        assert_eq!(
-            revisions,
-            ((first + 1)..=(first + 3)).collect::<Vec<_>>(),
-            "{at}"
-        );
-        assert_eq!(
-            get(&h.etcd, &format!("s/{at}/a"))
-                .await
-                .map(|kv| kv.version),
-            Some(2),
-            "{at}"
-        );
-        assert!(
-            get(&h.etcd, &format!("s/{at}/lock")).await.is_some(),
-            "{at}"
-        );
-        assert!(
-            get(&h.etcd, &format!("s/{at}/before")).await.is_some(),
-            "{at}: the refused delete wrote nothing"
-        );
-        let after = put(&h.etcd, &format!("s/{at}/after"), "x").await;
-        assert_eq!(after, first + 4, "{at}: no revision was lost or taken");
-    }
-    assert!(committed, "a batch of four writes has fewer than 60 calls");
-    assert!(refused > 8, "the batch was refused at {refused} calls");
     h.done().await;
 }

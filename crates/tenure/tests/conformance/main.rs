@@ -19,6 +19,7 @@ mod elector;
 mod epochs;
 mod etcd_fence;
 mod etcd_group;
+mod etcd_group_failures;
 mod etcd_kv;
 mod etcd_leases;
 mod etcd_log;
@@ -201,8 +202,9 @@ for_every_backend!([
     etcd_writes::etcd_a_write_signals_other_stores,
     etcd_group::etcd_writes_queued_together_commit_as_one,
     etcd_group::etcd_a_refused_write_leaves_its_batch,
-    etcd_group::etcd_a_batch_that_fails_half_way_writes_nothing,
-    etcd_group::etcd_a_batch_the_server_refuses_runs_each_write_alone,
+    etcd_group_failures::etcd_a_batch_that_fails_half_way_writes_nothing,
+    etcd_group_failures::etcd_a_refused_statement_runs_its_write_alone,
+    etcd_group_failures::etcd_a_batch_refused_twice_runs_each_write_alone,
 ]);
 
 fence_tests!(
