@@ -1,19 +1,19 @@
 //! `Store::close` closes every connection of the store and returns: on PostgreSQL that
 //! includes the connection its LISTEN task holds (taken from the store's own pool) and the
-//! one that holds its waiting mark. A pool waits at close for every connection it lent out;
+//! one that holds its waiting mark; on MariaDB/MySQL the one that holds its doorbells. A pool waits at close for every connection it lent out;
 //! the LISTEN task kept its connection forever, so `close` never returned whenever no
 //! connection of the pool was idle at that moment (one closed as stale after a failover's
 //! discard, say): a process hung at its last step.
 
 mod common;
 
-use sqlx::PgPool;
+use sqlx::{MySqlPool, PgPool};
 use std::sync::Arc;
 use std::time::Duration;
 use tenure::backend::FailingBackend;
 use tenure::etcd::proto::etcdserverpb::PutRequest;
 use tenure::etcd::Etcd;
-use tenure::{BackendKind, Store};
+use tenure::{BackendKind, LockOptions, Locks, Store};
 use tokio::time::{timeout, Instant};
 
 /// Generous bounds for a loaded machine.
@@ -123,6 +123,67 @@ async fn postgres_close_returns_while_the_listener_holds_the_only_connection() {
     })
     .await;
     common::drop_prefixed(BackendKind::Postgres, &url, &prefix)
+        .await
+        .unwrap();
+}
+
+/// MariaDB/MySQL: the doorbell of `name` (a named lock), as `mysql/bell.rs` names it.
+fn bell(database: &str, prefix: &str, name: &str) -> String {
+    let bytes = database.bytes().chain([0]).chain(name.bytes());
+    let hash = bytes.fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("t:{prefix}:{hash:016x}")
+}
+
+/// Whether a session holds the named lock `bell`.
+async fn rung_by_someone(admin: &MySqlPool, bell: &str) -> bool {
+    let holder: Option<i64> = sqlx::query_scalar("SELECT IS_USED_LOCK(?)")
+        .bind(bell)
+        .fetch_one(admin)
+        .await
+        .unwrap();
+    holder.is_some()
+}
+
+/// A process that listens and leads holds the lease's doorbell on a connection of its own;
+/// closing the store closes that connection too, which gives the doorbell back (before, the
+/// connection lived on with the backend, the bell held, after `close` returned).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_close_gives_the_doorbells_back() {
+    let url = common::mysql_url();
+    let prefix = format!("cl{}_", common::unique("").replace('-', "").to_lowercase());
+    let options = common::options().table_prefix(prefix.clone());
+    let Some(store) = common::connect(BackendKind::MySql, &url, options).await else {
+        return;
+    };
+    let admin = MySqlPool::connect(&url).await.expect("admin pool");
+    let database: String = sqlx::query_scalar("SELECT DATABASE()")
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+    // A subscriber: the store rings and holds doorbells.
+    let _changes = store.backend().subscribe().expect("MySQL has doorbells");
+    let locks = Locks::with_holder(store.clone(), "a").unwrap();
+    let name = common::unique("bell");
+    let guard = locks
+        .try_lock(&name, LockOptions::default())
+        .await
+        .unwrap()
+        .expect("free");
+    let bell = bell(&database, &prefix, &name);
+    until("the leader holds its doorbell", || async {
+        rung_by_someone(&admin, &bell).await
+    })
+    .await;
+
+    timeout(WITHIN, store.close()).await.expect("close returns");
+    until("the doorbell was given back", || async {
+        !rung_by_someone(&admin, &bell).await
+    })
+    .await;
+    drop(guard);
+    common::drop_prefixed(BackendKind::MySql, &url, &prefix)
         .await
         .unwrap();
 }

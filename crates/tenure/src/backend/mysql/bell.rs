@@ -32,7 +32,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, watch};
 
 /// How many names one store's followers wait on at once (one connection each); beyond, poll.
 pub(super) const MAX_WAITERS: usize = 8;
@@ -58,6 +58,8 @@ pub(super) struct Bells {
     wake: broadcast::Sender<String>,
     /// Set when the server refused a named lock as not supported: no bells from then on.
     off: Arc<AtomicBool>,
+    /// Set when the store closes: the holder gives its bells back and ends, waiters stop.
+    closed: watch::Sender<bool>,
     /// Set once a bell was asked to be taken: until then a release has none to give back, and
     /// a process of locks alone sends its holder task nothing at all.
     took: AtomicBool,
@@ -79,7 +81,14 @@ impl Bells {
         };
         let (holder, asks) = mpsc::unbounded_channel();
         let off = Arc::new(AtomicBool::new(false));
-        tokio::spawn(hold(connect.clone(), belfry.clone(), asks, off.clone()));
+        let closed = watch::Sender::new(false);
+        tokio::spawn(hold(
+            connect.clone(),
+            belfry.clone(),
+            asks,
+            off.clone(),
+            closed.subscribe(),
+        ));
         let (wake, _) = broadcast::channel(1024);
         Bells {
             connect,
@@ -88,8 +97,15 @@ impl Bells {
             waiting: Arc::new(Mutex::new(HashSet::new())),
             wake,
             off,
+            closed,
             took: AtomicBool::new(false),
         }
+    }
+
+    /// The store is closing: the holder gives its bells back (its connection closes) and
+    /// ends, and every waiter stops waiting (its connection closes too).
+    pub(super) fn close(&self) {
+        self.closed.send_replace(true);
     }
 
     /// The names whose bell rang, from now on.
@@ -131,7 +147,7 @@ impl Bells {
             (Op::Campaign { .. }, Effect::Unavailable) => return self.wait(name),
             _ => return,
         };
-        // The task ends only with the runtime.
+        // The task ends with the runtime, or when the store closes: then nobody is asked.
         let _ = self.holder.send(ask);
     }
 
@@ -149,13 +165,18 @@ impl Bells {
         }
         let (connect, bell) = (self.connect.clone(), self.belfry.bell(name));
         let (waiting, wake, name) = (self.waiting.clone(), self.wake.clone(), name.to_string());
+        let mut closed = self.closed.subscribe();
         let free = format!(
             "SELECT COUNT(*) FROM {}lease WHERE name = ? AND expires_at <= UTC_TIMESTAMP(6) \
              AND NOT paused AND handover_to IS NULL",
             self.belfry.prefix
         );
         tokio::spawn(async move {
-            let rang = match wait_once(&connect, &bell, &free, &name).await {
+            let waited = tokio::select! {
+                waited = wait_once(&connect, &bell, &free, &name) => waited,
+                () = closing(&mut closed) => return,
+            };
+            let rang = match waited {
                 Ok(rang) => rang,
                 Err(e) => {
                     tracing::debug!(bell, error = %e, "could not wait on the doorbell; polling");
@@ -240,6 +261,11 @@ async fn wait_once(
     Ok(got == Some(1))
 }
 
+/// Ends once the store closes (or its bells are gone).
+async fn closing(closed: &mut watch::Receiver<bool>) {
+    let _ = closed.wait_for(|&closed| closed).await;
+}
+
 /// The holder task: takes and gives back this store's bells on one connection, in the order
 /// asked; checks every [`HOLDER_CHECK`] that the connection (and so the bells) is still there,
 /// and if not, takes them again on a new one.
@@ -248,6 +274,7 @@ async fn hold(
     belfry: Belfry,
     mut asks: mpsc::UnboundedReceiver<Hold>,
     off: Arc<AtomicBool>,
+    mut closed: watch::Receiver<bool>,
 ) {
     let mut holder = Holder {
         connect,
@@ -265,6 +292,13 @@ async fn hold(
                 None => return,
             },
             _ = check.tick() => holder.check().await,
+            () = closing(&mut closed) => {
+                // Closing the connection gives every bell back.
+                if let Some(conn) = holder.conn.take() {
+                    let _ = conn.close().await;
+                }
+                return;
+            }
         }
     }
 }

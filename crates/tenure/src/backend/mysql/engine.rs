@@ -217,6 +217,13 @@ impl Engine for MySql {
         self.bells.as_ref().map(|b| b.subscribe())
     }
 
+    /// Ends the doorbells' connections: the holder's (its bells given back) and the waiters'.
+    fn close(&self) {
+        if let Some(bells) = &self.bells {
+            bells.close();
+        }
+    }
+
     fn applied(&self, name: &str, op: &Op, applied: &Applied) {
         if let Some(bells) = &self.bells {
             bells.applied(name, op, applied);
