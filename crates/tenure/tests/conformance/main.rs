@@ -60,6 +60,11 @@ fn eight_at_once() {
     }
 }
 
+/// The longest a test may run: the slowest takes about a minute on a busy machine. A test
+/// that hangs (an await that never ends) fails after this, naming itself, instead of holding
+/// the whole run until CI's limit.
+pub(crate) const TEST_BOUND: std::time::Duration = std::time::Duration::from_secs(300);
+
 macro_rules! conformance {
     ($backend:ident, $kind:expr, [$($module:ident :: $test:ident),* $(,)?]) => {
         mod $backend {
@@ -67,7 +72,9 @@ macro_rules! conformance {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $test() {
                     if let Some(store) = crate::common::store($kind).await {
-                        crate::$module::$test(store).await;
+                        tokio::time::timeout(crate::TEST_BOUND, crate::$module::$test(store))
+                            .await
+                            .expect("the test ended within TEST_BOUND: it hangs");
                     }
                 }
             )*
