@@ -23,6 +23,10 @@ use std::time::{Duration, Instant};
 use support::serve::*;
 use tenure::consul::{PutMode, Reply as Answered, Request};
 
+// Four tests at once: each waits on its `tenure serve` and its Consul clients (12 tests: 60 s
+// two at a time, 34 s four at a time, quiet).
+tests_at_once!(4);
+
 per_backend!(
     async guide_flow_with_curl,
     py_consul_client,

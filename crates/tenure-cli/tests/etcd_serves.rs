@@ -13,6 +13,10 @@ use support::etcd::{etcdctl_at, etcdctl_command_at, tenure_target, tenure_target
 use support::serve::Db;
 use support::{BackendKind, Background};
 
+// Four tests at once: each waits on its servers, clients and poll intervals (27 tests: 100 s
+// two at a time, 51 s four at a time, quiet).
+tests_at_once!(4);
+
 per_backend!(
     abandoned_streams_leave_no_watcher_and_every_call_is_counted,
     many_watchers_of_a_busy_log_read_only_the_feed,

@@ -37,15 +37,9 @@ use support::child::mono_ns;
 use support::leaders::{backend, ms, pgbouncer, Backend, Children, Interval, Tenure, TTL_MS};
 use support::BackendKind;
 
-/// Four tests at once, unless `--test-threads` or `RUST_TEST_THREADS` says otherwise: each
-/// waits on its processes and their ttls (22 tests took 150 s two at a time in CI, the machine
-/// about 95 % idle). libtest reads the variable when its `main` starts, after this.
-#[ctor::ctor(unsafe)]
-fn four_at_once() {
-    if std::env::var_os("RUST_TEST_THREADS").is_none() {
-        std::env::set_var("RUST_TEST_THREADS", "4");
-    }
-}
+// Four tests at once: each waits on its processes and their ttls (22 tests took 150 s two at
+// a time in CI, the machine about 95 % idle).
+tests_at_once!(4);
 
 /// How long a start or a handover may take on a busy machine (an upper bound, not a figure).
 const SETTLE_BOUND: Duration = Duration::from_secs(30);

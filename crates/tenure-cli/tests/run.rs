@@ -16,6 +16,10 @@ use support::leaders::{
 };
 use support::BackendKind;
 
+// Four tests at once: each waits on its `tenure run` processes and their ttls (24 tests: 62 s
+// two at a time, 33 s four at a time, quiet).
+tests_at_once!(4);
+
 /// Two `tenure run` on one name: one child; SIGKILL the leader's tenure → its child dies
 /// within 1 s (parent-death signal) and the other child starts within ttl + 1 s.
 fn crash_failover(kind: BackendKind) {

@@ -11,7 +11,8 @@
 //!   PostgreSQL / MariaDB servers; raw row counts through the library's own connection pools.
 //! - [`run`] / [`Background`]: run the binary to completion (bounded), or in the background with
 //!   its stdout read line by line.
-//! - [`per_backend!`](crate::per_backend): one test per backend.
+//! - [`per_backend!`](crate::per_backend): one test per backend;
+//!   [`tests_at_once!`](crate::tests_at_once): how many tests of a binary run at once.
 //! - [`leaders`], [`child`], [`outage`]: `tenure run` / `lock` as real processes, the test
 //!   child that logs its start and stop, and a database made unreachable for one process.
 //! - [`serve`]: `tenure serve` as a real process and a small HTTP client.
@@ -68,6 +69,22 @@ macro_rules! per_backend {
         $crate::per_backend!(@sync sqlite, Sqlite, $($test),*);
         $crate::per_backend!(@sync postgres, Postgres, $($test),*);
         $crate::per_backend!(@sync mysql, MySql, $($test),*);
+    };
+}
+
+/// `tests_at_once!(N)`: the binary runs N tests at once unless `--test-threads` or
+/// `RUST_TEST_THREADS` says otherwise (libtest reads the variable when its `main` starts,
+/// after this). For binaries whose tests mostly wait — on their processes, a ttl, a poll
+/// interval — which libtest's default (the cores: two here) leaves the machine idle for.
+#[macro_export]
+macro_rules! tests_at_once {
+    ($n:literal) => {
+        #[ctor::ctor(unsafe)]
+        fn tests_at_once() {
+            if std::env::var_os("RUST_TEST_THREADS").is_none() {
+                std::env::set_var("RUST_TEST_THREADS", stringify!($n));
+            }
+        }
     };
 }
 
