@@ -216,7 +216,8 @@ pub trait Engine: Sized + Send + Sync + 'static {
 
     /// The store is closing: stop what runs beside the pool before the pool closes, which
     /// waits for every connection it lent out (PostgreSQL's LISTEN task holds one of them for
-    /// as long as it runs). The default has nothing to stop.
+    /// as long as it runs), and close the connections the engine opened itself (PostgreSQL's
+    /// waiting mark, MySQL's doorbells). The default has nothing to stop.
     fn close(&self) {}
 
     /// `op` on lease `name` committed as `applied`. An engine whose database cannot push a
