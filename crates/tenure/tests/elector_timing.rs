@@ -379,3 +379,51 @@ async fn a_paused_leader_reports_paused_at_once() {
     );
     e.shutdown().await;
 }
+
+/// A release on shutdown that fails (the database did not answer in time: a loaded machine) is
+/// tried again until the tenure's deadline, so that a successor need not wait out the ttl; a
+/// CI run beside a load once saw both of the two tries shutdown made before fail.
+#[tokio::test(start_paused = true)]
+async fn shutdown_tries_a_failed_release_again_until_it_lands() {
+    let (backend, store) = setup(false);
+    let e = elector(&store, "a");
+    let guard = e.wait_until_leader().await.unwrap();
+    let deadline = guard.deadline();
+    drop(guard);
+    backend.failing_releases.store(3, Ordering::SeqCst);
+    e.shutdown().await;
+    assert_eq!(
+        backend.failing_releases.load(Ordering::SeqCst),
+        0,
+        "three releases failed"
+    );
+    assert!(
+        store.leader("job").await.unwrap().is_none(),
+        "the fourth try released"
+    );
+    assert!(Instant::now() < deadline, "released before the deadline");
+}
+
+/// A release that keeps failing is given up at the tenure's deadline: shutdown returns, and
+/// the lease expires by itself.
+#[tokio::test(start_paused = true)]
+async fn shutdown_gives_up_a_failing_release_at_the_deadline() {
+    let (backend, store) = setup(false);
+    let timing = Timing::from_ttl(TTL).unwrap();
+    let e = elector(&store, "a");
+    let guard = e.wait_until_leader().await.unwrap();
+    let deadline = guard.deadline();
+    drop(guard);
+    backend.failing_releases.store(usize::MAX, Ordering::SeqCst);
+    timeout(timing.ttl(), e.shutdown())
+        .await
+        .expect("shutdown returns");
+    assert!(
+        Instant::now() <= deadline + timing.db_timeout(),
+        "gave up at the deadline"
+    );
+    let tries = usize::MAX - backend.failing_releases.load(Ordering::SeqCst);
+    assert!(tries > 2, "tried until the deadline: {tries} tries");
+    let row = backend.row("job").unwrap();
+    assert_eq!(row.holder.as_deref(), Some("a"), "left to expire");
+}

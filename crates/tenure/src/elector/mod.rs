@@ -320,7 +320,9 @@ impl Elector {
 
     /// Releases the lease if this elector leads, and stops the loop. The tenure ends at once;
     /// the release waits until every clone of its guard has been dropped, or until the local
-    /// deadline at the latest.
+    /// deadline at the latest. A release the database did not answer in time (or another
+    /// failure that may pass) is tried again until that deadline; after it, the lease expires
+    /// by itself (a ttl after its last renewal).
     ///
     /// # Cancel safety
     /// If cancelled, the loop still stops (it sees the dropped handle) and releases.

@@ -414,6 +414,24 @@ impl Task {
         self.release_term(term, reason).await
     }
 
+    /// Releases the stale term, if any, on shutdown: at least once, and again after a failure
+    /// that may pass (the database did not answer in time, say) until `until` (the ended
+    /// tenure's deadline), each try bounded by the database timeout.
+    async fn release_stale_until(&mut self, until: Instant) {
+        let pause = self.timing.db_timeout() / 4;
+        while let Some(term) = self.ledger.stale() {
+            let Err(e) = self.release_term(term, None).await else {
+                continue;
+            };
+            if !e.is_transient() || Instant::now() + pause >= until {
+                tracing::warn!(name = %self.name, term, error = %e, "release on shutdown failed; the lease will expire");
+                return;
+            }
+            tracing::debug!(name = %self.name, term, error = %e, "release on shutdown failed; trying again");
+            tokio::time::sleep(pause).await;
+        }
+    }
+
     async fn release_or_warn(&mut self, ended: Tenure) {
         let term = ended.belief.term();
         if let Err(e) = self.release_when_stopped(ended, None).await {
@@ -439,16 +457,16 @@ impl Task {
     }
 
     async fn stop(&mut self) {
+        // A release that fails is worth trying again until the tenure's deadline: a successor
+        // then need not wait out the ttl. After it the lease expires by itself.
+        let mut until = Instant::now();
         if let Some(ended) = self.lose("elector stopped", Loss::Voluntary) {
+            until = ended.belief.deadline();
             if let Err(e) = self.release_when_stopped(ended, None).await {
-                tracing::warn!(name = %self.name, error = %e, "release on shutdown failed; the lease will expire");
+                tracing::debug!(name = %self.name, error = %e, "release on shutdown failed; trying again until the deadline");
             }
         }
-        if let Some(term) = self.ledger.stale() {
-            if let Err(e) = self.release_term(term, None).await {
-                tracing::warn!(name = %self.name, term, error = %e, "release of a stale term on shutdown failed; the lease will expire");
-            }
-        }
+        self.release_stale_until(until).await;
         // A clean stop leaves the registry at once, not a ttl later.
         if self.registered {
             if let Err(e) = self.registry.leave(&self.name, &self.me).await {
