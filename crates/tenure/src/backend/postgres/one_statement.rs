@@ -18,19 +18,21 @@
 //! by default and announces only its release — and that only where a process listens for it
 //! (a waiting mark is held, `marks.rs`): PostgreSQL serializes the commits that notify.
 //!
-//! A lock's release that records no event commits asynchronously (`synchronous_commit` off
-//! for its own transaction: it does not wait for its WAL to reach the disk). That is safe
-//! because a release gives nothing to anyone and mints no term: if a crash of the server
-//! loses it, the row is as it was before — held by the releaser, with the same term and
-//! expiry, a state the database had already made durable — and the releaser, whose belief
-//! ended before it sent the release, never believes again in that term: its next campaign
-//! finds the lease held and waits for the expiry, as for any live lease (P3, P5). Whatever
-//! depended on the release is lost with it: an acquisition that read the freed row commits
-//! (synchronously) with a WAL record after the release's, so flushing it flushes the release
-//! too, and a replica receives only flushed WAL — no term can be minted on a release the
-//! database then forgets (P1, P2). What a lost release costs is availability: the lock stays
-//! held until its ttl ends, as after a crash of its holder (P6). Releases that record an
-//! event (an election's, a lock's with a reason or `record_every_cycle`) commit as always.
+//! A release commits asynchronously (`synchronous_commit` off for its own transaction: it
+//! does not wait for its WAL to reach the disk) unless its `at_least` keeps the name
+//! unavailable beyond the expiry it found. That is safe because such a release gives nothing
+//! to anyone and mints no term: if a crash of the server loses it, the row is as it was before
+//! — held by the releaser, with the same term and expiry, a state the database had already
+//! made durable, and free no sooner than the release would have left it — and its event, in
+//! the same transaction, is lost with it. The releaser, whose belief ended before it sent the release, never believes
+//! again in that term: its next campaign finds the lease held and waits for the expiry, as for
+//! any live lease (P3, P5). Whatever depended on the release is lost with it: an acquisition
+//! that read the freed row commits (synchronously) with a WAL record after the release's, so
+//! flushing it flushes the release too, and a replica receives only flushed WAL — no term can
+//! be minted on a release the database then forgets (P1, P2). What a lost release costs is
+//! availability: the lease stays held until its ttl ends, as after a crash of its holder (P6).
+//! A release whose `at_least` reaches past that expiry is the only record of how long the name
+//! must stay unavailable: it waits for its flush, as every other write does.
 //!
 //! Otherwise the statement writes nothing and returns the locked row as it is, with the same
 //! `now`. Where the model decides no write on it (someone else leads, a stale release, a step
@@ -168,12 +170,15 @@ impl CycleStatements {
         // where the answer reads it.
         let marked = marks::marked_sql(&lease);
         let event_and_answer = |kind: &str, detail: &str, record: bool, wake: bool| {
-            // A release that records nothing commits without waiting for its WAL flush
-            // (`set_config(…, true)`: this statement's transaction only) — see the module's
-            // doc for why a release lost in a crash is safe.
-            let (sc, reads_sc) = match (kind, record) {
-                ("released", false) => (
-                    ", sc AS (SELECT set_config('synchronous_commit', 'off', true) AS v)",
+            // A release commits without waiting for its WAL flush (`set_config(…, true)`:
+            // this statement's transaction only) unless it keeps the name unavailable beyond
+            // the expiry it found (`at_least`) — see the module's doc for why a release lost
+            // in a crash is safe.
+            let (sc, reads_sc) = match kind {
+                "released" => (
+                    ", sc AS (SELECT set_config('synchronous_commit', \
+                     CASE WHEN a.expires_at <= GREATEST(t.expires_at, t.now) THEN 'off' \
+                     ELSE current_setting('synchronous_commit') END, true) AS v FROM a, t)",
                     " CROSS JOIN sc",
                 ),
                 _ => ("", ""),
@@ -296,3 +301,6 @@ fn prune_due(op: &Op, wrote: bool, term: u64) -> bool {
     let recorded = matches!(op, Op::Campaign { purpose, .. } if purpose.records_every_cycle());
     wrote && recorded && acquisition_prunes(term)
 }
+
+#[cfg(test)]
+mod tests;
