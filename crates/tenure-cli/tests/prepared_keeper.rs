@@ -1,7 +1,8 @@
 //! A follower's keeper, started ahead of its tenure (so that a handover's new command starts
 //! with one exec): it starts nothing before the tenure begins, dies with its `tenure run`, is
 //! replaced if it died while waiting, and the command it starts gets the tenure's own
-//! environment. Both isolations, on SQLite (supervision does not depend on the backend; the
+//! environment; and a keeper's end: tenure goes on (releases, exits) once the keeper or its
+//! init tells that the tree is gone, not once they have exited. Both isolations, on SQLite (supervision does not depend on the backend; the
 //! handover tests of `run.rs` and the trees of `escape.rs` run it on every backend).
 
 use nix::sys::signal::{kill, Signal};
@@ -180,6 +181,67 @@ fn the_command_gets_the_tenures_environment() {
     let seen = std::fs::read_to_string(&out).unwrap();
     assert_eq!(seen.trim(), format!("prep-env B {}", term_a + 1));
     stop(a);
+}
+
+/// The init of the namespace (or the keeper) tells tenure the tree is gone before its own exit:
+/// `tenure run` releases and exits with the command's status while the keeper has not exited
+/// — in a PID namespace stopped (SIGSTOP) before the command ends, so that it cannot even reap
+/// its init; as a subreaper held a minute after its work (`TENURE_TEST_HOLD_EXIT_MS`) — where
+/// it used to wait for the keeper's exit.
+fn goes_on_once_told_the_end(isolation: &str) {
+    let Some(b) = backend(BackendKind::Sqlite) else {
+        return;
+    };
+    let go = b.dir.path().join("go");
+    let script = format!(
+        "while [ ! -e {0} ]; do sleep 0.02; done; exit 3",
+        go.display()
+    );
+    let mut tenure = b
+        .run_command(
+            "end-told",
+            "A",
+            &["--isolation", isolation],
+            &["sh", "-c", &script],
+        )
+        .env("TENURE_TEST_HOLD_EXIT_MS", "60000")
+        .spawn()
+        .unwrap();
+    // The keeper and what runs below it: the init (in a PID namespace) or the command.
+    let (keeper, below) = wait_for_keeper(pid_of(&tenure), 1, "A");
+    if isolation == "pid-namespace" {
+        kill(Pid::from_raw(keeper), Signal::SIGSTOP).unwrap();
+    }
+    std::fs::write(&go, "").unwrap();
+    let status = support::wait_for_exit(&mut tenure, Duration::from_secs(40));
+    let mut supervisors = below;
+    supervisors.push(keeper);
+    for &p in &supervisors {
+        let _ = kill(Pid::from_raw(p), Signal::SIGKILL);
+    }
+    wait_gone(&supervisors, "the held supervisors");
+    let status = status.unwrap_or_else(|| {
+        panic!(
+            "tenure run waited for its keeper's exit: {}",
+            b.stderr_of("A")
+        )
+    });
+    assert_eq!(status.code(), Some(3), "{}", b.stderr_of("A"));
+    assert!(
+        b.stderr_of("A").contains("command exited"),
+        "{}",
+        b.stderr_of("A")
+    );
+}
+
+#[test]
+fn goes_on_once_told_the_end_in_a_pid_namespace() {
+    goes_on_once_told_the_end("pid-namespace");
+}
+
+#[test]
+fn goes_on_once_told_the_end_as_a_subreaper() {
+    goes_on_once_told_the_end("subreaper");
 }
 
 #[test]

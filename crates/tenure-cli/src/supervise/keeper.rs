@@ -2,11 +2,13 @@
 //!
 //! It creates a PID namespace if it may (and runs `tenure __init` as its PID 1), else runs the
 //! command itself. Either way it exits only once every descendant is gone, with the
-//! command's status, and kills the whole tree when its control pipe from tenure closes.
+//! command's status, which it tells tenure on the end pipe first (the init of a namespace
+//! tells it before the keeper can), and kills the whole tree when its control pipe from tenure
+//! closes.
 
 use super::init;
 use super::namespace;
-use super::protocol::{Args, Control, Report};
+use super::protocol::{self, Args, Control, Report};
 use super::reaper::{self, Tree};
 use super::{spawn_command, take_fd, Isolation};
 use nix::fcntl::OFlag;
@@ -21,6 +23,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 pub(super) fn main(args: Args) -> u8 {
     let control = take_fd(args.control);
     let mut report = File::from(take_fd(args.report));
+    let end = take_fd(args.end);
     let go = args.go.map(take_fd);
     let signals = match reaper::block_signals() {
         Ok(s) => s,
@@ -69,7 +72,7 @@ pub(super) fn main(args: Args) -> u8 {
                 Ok(ForkResult::Child) => {
                     // The keeper's ends: the init must not hold its own control pipe open.
                     drop((to_init, control, signals));
-                    std::mem::forget((report, init_control, go));
+                    std::mem::forget((report, init_control, go, end));
                     // Its own process group, as the keeper's; its signals stay blocked (it
                     // reads them from a signalfd of its own); SIGKILL when the keeper dies.
                     let ready = nix::unistd::setpgid(Pid::from_raw(0), Pid::from_raw(0))
@@ -86,7 +89,11 @@ pub(super) fn main(args: Args) -> u8 {
             // The init waits for the go message (if any), not the keeper.
             drop((report, init_control, go));
             let mut tree = Namespace { init, to_init };
-            reaper::run(&mut tree, init, control, signals, args.grace)
+            let code = reaper::run(&mut tree, init, control, signals, args.grace);
+            // The init told it already, unless it died first (killed): then the kernel ended
+            // its namespace before this wait returned.
+            protocol::ended(end.as_fd(), code);
+            code
         }
         None => {
             let cmd = match spawn_command(&args.command, &mut report, go) {
@@ -95,7 +102,9 @@ pub(super) fn main(args: Args) -> u8 {
             };
             drop(report);
             let mut tree = Descendants { cmd };
-            reaper::run(&mut tree, cmd, control, signals, args.grace)
+            let code = reaper::run(&mut tree, cmd, control, signals, args.grace);
+            protocol::ended(end.as_fd(), code);
+            code
         }
     }
 }

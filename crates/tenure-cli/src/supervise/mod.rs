@@ -84,11 +84,18 @@ pub(crate) fn internal(argv: &[OsString]) -> Option<u8> {
         eprintln!("tenure: {subcommand} is internal to tenure run");
         return Some(crate::exit::USAGE);
     };
-    Some(if subcommand == KEEP {
+    let code = if subcommand == KEEP {
         keeper::main(args)
     } else {
         init::main(args)
-    })
+    };
+    if let Some(ms) = std::env::var(protocol::HOLD_EXIT)
+        .ok()
+        .and_then(|ms| ms.parse::<u64>().ok())
+    {
+        std::thread::sleep(Duration::from_millis(ms));
+    }
+    Some(code)
 }
 
 /// Takes ownership of an inherited descriptor and closes it on exec, so that the command does
@@ -171,6 +178,7 @@ pub(crate) struct Prepared {
     keeper: tokio::process::Child,
     control: File,
     report: OwnedFd,
+    end: OwnedFd,
     go: File,
     argv: Vec<String>,
     isolation: Isolation,
@@ -186,10 +194,12 @@ impl Prepared {
     pub(crate) fn new(argv: &[String], isolation: Isolation, grace: Duration) -> io::Result<Self> {
         let (control_read, control) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
         let (report, report_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+        let (end, end_write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
         let (go_read, go) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
         let args = Args {
             control: control_read.as_raw_fd(),
             report: report_write.as_raw_fd(),
+            end: end_write.as_raw_fd(),
             go: Some(go_read.as_raw_fd()),
             grace,
             isolation,
@@ -206,6 +216,7 @@ impl Prepared {
         let inherit = [
             control_read.as_raw_fd(),
             report_write.as_raw_fd(),
+            end_write.as_raw_fd(),
             go_read.as_raw_fd(),
         ];
         // SAFETY: the closure runs in the child between fork and exec and only calls fcntl,
@@ -218,6 +229,7 @@ impl Prepared {
             keeper,
             control: File::from(control),
             report,
+            end,
             go: File::from(go),
             argv: argv.to_vec(),
             isolation,
@@ -245,10 +257,12 @@ impl Prepared {
             keeper,
             control,
             report,
+            end,
             go,
             ..
         } = self;
         drop(go);
+        let end = tokio::net::unix::pipe::Receiver::from_owned_fd(end)?;
         let mut lines = String::new();
         let mut report = tokio::net::unix::pipe::Receiver::from_owned_fd(report)?;
         // The report ends (EOF) once the command has been started: nobody else holds the pipe.
@@ -271,6 +285,7 @@ impl Prepared {
         let mut supervised = Supervised {
             keeper,
             control,
+            end: Some(end),
             mode,
             status: None,
         };
@@ -303,6 +318,9 @@ pub(crate) struct Supervised {
     keeper: tokio::process::Child,
     /// Its write end: dropping it (or tenure's death) makes the keeper kill the whole tree.
     control: File,
+    /// Where the init (or the keeper) tells the tree is gone, before its own exit (see
+    /// `protocol::ended`); `None` once it closed without telling.
+    end: Option<tokio::net::unix::pipe::Receiver>,
     mode: String,
     status: Option<ExitStatus>,
 }
@@ -355,11 +373,31 @@ impl Supervised {
     ///
     /// # Cancel safety
     /// Cancel safe: the status is kept once known.
+    ///
+    /// The tree is gone when the init of its namespace (or the keeper) has reaped its last
+    /// process: that is when they tell it on the end pipe, before their own exits (the init's
+    /// includes the kernel's teardown of the namespace, about a millisecond), which this does
+    /// not wait for. A keeper that dies without telling (SIGKILLed) is waited for instead: its
+    /// init, and with it the namespace, died before it.
     pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
         if let Some(status) = self.status {
             return Ok(status);
         }
-        let status = self.keeper.wait().await?;
+        let status = loop {
+            let Some(end) = self.end.as_mut() else {
+                break self.keeper.wait().await?;
+            };
+            let mut code = [0u8; 1];
+            tokio::select! {
+                // Both cancel safe: a byte is consumed only by a read that returns it.
+                read = end.read(&mut code) => match read {
+                    Ok(1) => break ExitStatus::from_raw(i32::from(code[0]) << 8),
+                    // Closed without a word (or unreadable): the keeper's exit decides.
+                    _ => self.end = None,
+                },
+                status = self.keeper.wait() => break status?,
+            }
+        };
         self.status = Some(status);
         Ok(status)
     }

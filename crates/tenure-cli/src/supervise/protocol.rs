@@ -49,11 +49,14 @@ impl Control {
 }
 
 /// The command line of a hidden subcommand:
-/// `tenure __keep|__init CONTROL_FD REPORT_FD GO_FD|- GRACE_MS ISOLATION -- CMD…`.
+/// `tenure __keep|__init CONTROL_FD REPORT_FD END_FD GO_FD|- GRACE_MS ISOLATION -- CMD…`.
 #[derive(Debug, PartialEq)]
 pub(super) struct Args {
     pub control: RawFd,
     pub report: RawFd,
+    /// Where the end is told (see [`ended`]): one byte, the command's status, written once
+    /// every process of the tree is gone.
+    pub end: RawFd,
     /// Where the go message comes from (see [`go_message`]): the command starts only once it
     /// arrives; without it, at once.
     pub go: Option<RawFd>,
@@ -68,6 +71,7 @@ impl Args {
             subcommand.into(),
             self.control.to_string().into(),
             self.report.to_string().into(),
+            self.end.to_string().into(),
             self.go
                 .map_or_else(|| "-".into(), |fd| fd.to_string().into()),
             self.grace.as_millis().to_string().into(),
@@ -82,7 +86,7 @@ impl Args {
     ///
     /// [`to_argv`]: Args::to_argv
     pub(super) fn parse(rest: &[OsString]) -> Option<Args> {
-        let [control, report, go, grace, isolation, dashes, command @ ..] = rest else {
+        let [control, report, end, go, grace, isolation, dashes, command @ ..] = rest else {
             return None;
         };
         if dashes != "--" || command.is_empty() {
@@ -91,6 +95,7 @@ impl Args {
         Some(Args {
             control: control.to_str()?.parse().ok()?,
             report: report.to_str()?.parse().ok()?,
+            end: end.to_str()?.parse().ok()?,
             go: match go.to_str()? {
                 "-" => None,
                 fd => Some(fd.parse().ok()?),
@@ -101,6 +106,19 @@ impl Args {
         })
     }
 }
+
+/// Tells tenure on the end pipe that the tree is gone, with the command's status (the shell's
+/// convention: the code, or 128 + the signal): tenure need not wait for the supervision
+/// processes' own exits — the init's takes the kernel's teardown of its namespace — before it
+/// releases. Written by whoever saw the last process of the tree reaped (the init of a PID
+/// namespace, or the keeper), and by the keeper again as it exits (the first byte counts).
+pub(super) fn ended(end: std::os::fd::BorrowedFd<'_>, code: u8) {
+    let _ = nix::unistd::write(end, &[code]);
+}
+
+/// Tests only: how many milliseconds a supervision process waits before it exits, once its
+/// work is done — to see that tenure does not wait for that exit.
+pub(super) const HOLD_EXIT: &str = "TENURE_TEST_HOLD_EXIT_MS";
 
 /// The first bytes of a go message; what follows is `KEY\0VALUE\0` for each variable.
 const GO: &[u8] = b"go\0";
@@ -199,6 +217,7 @@ mod tests {
         let mut args = Args {
             control: 5,
             report: 7,
+            end: 8,
             go: None,
             grace: Duration::from_millis(200),
             isolation: Isolation::Subreaper,
@@ -207,7 +226,7 @@ mod tests {
         let argv = args.to_argv(KEEP);
         assert_eq!(argv[0], KEEP);
         assert_eq!(Args::parse(&argv[1..]).as_ref(), Some(&args));
-        assert_eq!(Args::parse(&argv[1..7]), None, "no command");
+        assert_eq!(Args::parse(&argv[1..8]), None, "no command");
         args.go = Some(9);
         let argv = args.to_argv(INIT);
         assert_eq!(Args::parse(&argv[1..]), Some(args));
