@@ -14,8 +14,12 @@
 //! - A write alone in the queue runs as it always did ([`Run`](super::call::Run)): the same
 //!   statements, one transaction.
 //! - A write that refuses (a Put with a lease that has ended, say) rolls the transaction
-//!   back; it is answered with its refusal, as if it had run after the writes before it, and
-//!   the others run again without it. No write sees a refused one.
+//!   back, and the others run again without it. No write sees a refused one. The first write
+//!   of a transaction is answered with its refusal (it saw only what had committed); a later
+//!   one saw writes that rolled back with it, and that may not commit when they run again
+//!   (their transaction fails, or finds another process's writes first): it runs again first
+//!   in the next transaction, after theirs, and is answered with what it finds then — never
+//!   with a state the database did not have.
 //! - A transaction that fails (the database gone, a timeout) answers every write of it with
 //!   that failure (the first in the queue with the error itself, the others with copies: a
 //!   driver's error as its text): whether it committed is unknown, as for a write alone.
@@ -117,15 +121,41 @@ async fn commit(
     mut queue: mpsc::UnboundedReceiver<Queued>,
 ) {
     let mut taken = Vec::with_capacity(MAX_WRITES);
-    while queue.recv_many(&mut taken, MAX_WRITES).await > 0 {
+    // Writes to run first in the next transaction (see `run`).
+    let mut again: Vec<Queued> = Vec::new();
+    loop {
+        if again.is_empty() {
+            if queue.recv_many(&mut taken, MAX_WRITES).await == 0 {
+                return;
+            }
+        } else {
+            taken.append(&mut again);
+            while taken.len() < MAX_WRITES {
+                match queue.try_recv() {
+                    Ok(q) => taken.push(q),
+                    Err(_) => break,
+                }
+            }
+        }
         taken.retain(|q| !q.answer.is_closed());
-        run(&store, &statements, std::mem::take(&mut taken)).await;
+        again = run(&store, &statements, std::mem::take(&mut taken)).await;
     }
 }
 
-/// Runs `queued` in one transaction (a write that refuses is answered and taken out, and the
-/// rest run again), and answers each.
-async fn run(store: &Store, statements: &cell::Statements<Statements>, mut queued: Vec<Queued>) {
+/// Runs `queued` in one transaction, and answers each; returns the writes to run again first
+/// in the next transaction.
+///
+/// A write that refuses is taken out and the rest run again. The first write of a transaction
+/// is answered with its refusal: what it saw was what the database had committed. A later one
+/// saw the writes before it, which rolled back with it and may not commit when they run again
+/// (their transaction fails, or finds another process's writes first): it waits for the next
+/// transaction, after theirs, and is answered with what it finds there.
+async fn run(
+    store: &Store,
+    statements: &cell::Statements<Statements>,
+    mut queued: Vec<Queued>,
+) -> Vec<Queued> {
+    let mut again = Vec::new();
     let mut narrowed = false;
     while queued.len() > 1 {
         let mut body = Batch {
@@ -140,7 +170,8 @@ async fn run(store: &Store, statements: &cell::Statements<Statements>, mut queue
         match (ran, refused) {
             (Err(e), _) if nothing_committed(&e) && failed_at.is_some() => {
                 if narrowed {
-                    return each_alone(store, statements, queued).await;
+                    each_alone(store, statements, queued).await;
+                    return again;
                 }
                 narrowed = true;
                 let q = queued.remove(failed_at.expect("matched above"));
@@ -160,20 +191,22 @@ async fn run(store: &Store, statements: &cell::Statements<Statements>, mut queue
                 if let Some(q) = first {
                     let _ = q.answer.send(Err(Error::Store(e)));
                 }
-                return;
+                return again;
             }
-            (Ok(()), Some((i, why))) => {
-                let _ = queued.remove(i).answer.send(Err(why));
+            (Ok(()), Some((0, why))) => {
+                let _ = queued.remove(0).answer.send(Err(why));
             }
+            (Ok(()), Some((i, _))) => again.push(queued.remove(i)),
             (Ok(()), None) => {
                 for (q, reply) in queued.drain(..).zip(replies) {
                     let _ = q.answer.send(Ok(reply));
                 }
-                return;
+                return again;
             }
         }
     }
     each_alone(store, statements, queued).await;
+    again
 }
 
 /// Runs each of `queued` in a transaction of its own, in queue order (a write whose caller

@@ -6,7 +6,7 @@
 //! Each test queues four writes behind a held put (`Harness::queued_behind`), so that they
 //! are one batch, and fails that batch at each of its calls on the seam in turn.
 
-use crate::etcd_group::{changed_at, delete_req, lock_req, put_req, Harness, A, W};
+use crate::etcd_group::{changed_at, delete_req, keeping_req, lock_req, put_req, Harness, A, W};
 use crate::etcd_support::{get, put};
 use tenure::etcd::Error;
 use tenure::Store;
@@ -240,5 +240,54 @@ pub(crate) async fn etcd_a_batch_refused_twice_runs_each_write_alone(store: Stor
         assert_eq!(after, first + n + 1, "{at}: no revision was lost or taken");
     }
     assert!(each_alone > 0, "no call refused the batch of three again");
+    h.done().await;
+}
+
+/// A write refused in a batch for what a write before it did (a Txn that keeps the value of a
+/// key the delete before it removed: `KeyNotFound`) is not answered from that batch, which
+/// rolled back: where the run of the others that follows fails (its connection drops: their
+/// outcome unknown, the delete not committed), that refusal would be of a state the database
+/// never had — the key is still there. Tried with the batches failing at each call in turn:
+/// a `KeyNotFound` is only ever answered where the key is gone.
+pub(crate) async fn etcd_a_refusal_is_answered_from_committed_writes_only(store: Store) {
+    let h = Harness::new(store).await;
+    let (mut committed, mut refused_then_failed) = (false, 0);
+    for at in 1..=60u32 {
+        let key = format!("o/{at}/k");
+        put(&h.etcd, &key, "v").await;
+        h.failing.fail_at("etcd_writes", Some(at));
+        let writes = vec![
+            delete_req(&key),
+            keeping_req(&key),
+            put_req(&format!("o/{at}/x"), "x", 0),
+        ];
+        let failed_before = h.failing.failed();
+        let (_, answers) = h.queued_behind(&format!("o/{at}/first"), writes).await;
+        h.failing.fail_at("etcd_writes", None);
+        let gone = get(&h.etcd, &key).await.is_none();
+        if matches!(answers[1], Err(Error::KeyNotFound)) {
+            assert!(gone, "{at}: KeyNotFound, but the key is there: {answers:?}");
+        }
+        if h.failing.failed() == failed_before {
+            assert!(
+                answers[0].is_ok() && answers[2].is_ok(),
+                "{at}: {answers:?}"
+            );
+            committed = true;
+            break;
+        }
+        // The delete's batch failed after the keeping Txn had left it (it did not share that
+        // failure): the case this test is for.
+        if matches!(answers[0], Err(Error::Store(_))) && !matches!(answers[1], Err(Error::Store(_)))
+        {
+            refused_then_failed += 1;
+            assert!(!gone, "{at}: the failed delete left the key");
+        }
+    }
+    assert!(committed, "a batch of three writes has fewer than 60 calls");
+    assert!(
+        refused_then_failed > 0,
+        "no failure hit the run after the refusal"
+    );
     h.done().await;
 }

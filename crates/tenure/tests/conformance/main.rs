@@ -212,6 +212,7 @@ for_every_backend!([
     etcd_group_failures::etcd_a_batch_that_fails_half_way_writes_nothing,
     etcd_group_failures::etcd_a_refused_statement_runs_its_write_alone,
     etcd_group_failures::etcd_a_batch_refused_twice_runs_each_write_alone,
+    etcd_group_failures::etcd_a_refusal_is_answered_from_committed_writes_only,
 ]);
 
 fence_tests!(
