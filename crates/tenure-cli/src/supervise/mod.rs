@@ -369,16 +369,17 @@ impl Supervised {
     }
 
     /// Waits until the command has exited and every process it started is gone; returns the
-    /// command's status (the keeper's exit code carries it: the code, or 128 + the signal).
-    ///
-    /// # Cancel safety
-    /// Cancel safe: the status is kept once known.
+    /// command's status (the end pipe's byte or the keeper's exit code carries it: the code, or
+    /// 128 + the signal).
     ///
     /// The tree is gone when the init of its namespace (or the keeper) has reaped its last
     /// process: that is when they tell it on the end pipe, before their own exits (the init's
     /// includes the kernel's teardown of the namespace, about a millisecond), which this does
     /// not wait for. A keeper that dies without telling (SIGKILLed) is waited for instead: its
     /// init, and with it the namespace, died before it.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the status is kept once known.
     pub(crate) async fn wait(&mut self) -> io::Result<ExitStatus> {
         if let Some(status) = self.status {
             return Ok(status);

@@ -24,9 +24,9 @@
 //! to anyone and mints no term: if a crash of the server loses it, the row is as it was before
 //! — held by the releaser, with the same term and expiry, a state the database had already
 //! made durable, and free no sooner than the release would have left it — and its event, in
-//! the same transaction, is lost with it. The releaser, whose belief ended before it sent the release, never believes
-//! again in that term: its next campaign finds the lease held and waits for the expiry, as for
-//! any live lease (P3, P5). Whatever depended on the release is lost with it: an acquisition
+//! the same transaction, is lost with it. The releaser, whose belief ended before it sent the
+//! release, never believes again in that term: its next campaign finds the lease held and
+//! waits for the expiry, as for any live lease (P3, P5). Whatever depended on the release is lost with it: an acquisition
 //! that read the freed row commits (synchronously) with a WAL record after the release's, so
 //! flushing it flushes the release too, and a replica receives only flushed WAL — no term can
 //! be minted on a release the database then forgets (P1, P2). What a lost release costs is
