@@ -3,14 +3,15 @@
 
 use super::marks::Marks;
 use super::one_statement::{self, CycleStatements};
+use super::renewal;
 use crate::backend::fresh::Freshness;
 use crate::backend::sql::{Dialect, Engine, EpochSql, SqlBackend, Upsert};
 use crate::backend::url::{split_pooler, Pooler};
 use crate::backend::{Applied, BackendKind, RedactedUrl, StoreOptions};
 use crate::changes::ANY;
 use crate::error::{is_read_only, Error, Result};
-use crate::model::Op;
-use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
+use crate::model::{DbTime, Op};
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgListener, PgPoolOptions, PgRow};
 use sqlx::PgPool;
 use std::borrow::Cow;
 use std::str::FromStr;
@@ -56,6 +57,8 @@ const SCHEMA: &[&str] = &[
 pub struct Postgres {
     /// The lock cycle's two one-statement operations.
     pub(super) cycle: CycleStatements,
+    /// The locks' keep-alive, one statement however many (`renewal.rs`).
+    pub(super) renewal: String,
     /// `BEGIN`, or behind a transaction pooler `BEGIN; UNLISTEN *; SET LOCAL …` (one round trip).
     begin: Cow<'static, str>,
     /// `None` where nothing listens (a transaction pooler and no notify URL).
@@ -211,6 +214,7 @@ impl Engine for Postgres {
             pool,
             Postgres {
                 cycle: CycleStatements::new(&options.table_prefix, &Self::dialect()),
+                renewal: renewal::statement(&options.table_prefix, &Self::dialect()),
                 begin,
                 notifications,
                 listener,
@@ -228,6 +232,19 @@ impl Engine for Postgres {
         actor: &str,
     ) -> Result<Option<Applied>> {
         one_statement::run(backend, name, op, actor).await
+    }
+
+    /// The locks' keep-alive in one statement, the pairs as two arrays (see `renewal.rs`).
+    async fn renew_all(
+        backend: &SqlBackend<Self>,
+        conn: &mut PgConnection,
+        holder: &str,
+        leases: &[(String, u64)],
+        now: DbTime,
+    ) -> Result<Option<Vec<PgRow>>> {
+        renewal::run(backend, conn, holder, leases, now)
+            .await
+            .map(Some)
     }
 
     /// Stops the LISTEN task, which gives its connection back to the pool (the pool's close

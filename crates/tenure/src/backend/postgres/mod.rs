@@ -9,6 +9,7 @@
 mod engine;
 mod marks;
 mod one_statement;
+mod renewal;
 
 pub use engine::Postgres;
 

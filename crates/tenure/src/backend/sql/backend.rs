@@ -10,7 +10,7 @@ use crate::backend::{Applied, BackendKind, RedactedUrl, StoreOptions};
 use crate::error::Error;
 use crate::error::Result;
 use crate::fence::{Fence, FenceDatabase};
-use crate::model::Op;
+use crate::model::{DbTime, Op};
 use std::borrow::Cow;
 use std::fmt;
 use std::future::Future;
@@ -202,6 +202,21 @@ pub trait Engine: Sized + Send + Sync + 'static {
         _op: &Op,
         _actor: &str,
     ) -> impl Future<Output = Result<Option<Applied>>> + Send {
+        async { Ok(None) }
+    }
+
+    /// Renews `leases` of `holder` at `now` on `conn` (inside the keep-alive's transaction) in
+    /// one statement where the engine can bind every pair at once (PostgreSQL's arrays): the
+    /// rows renewed. `None` where the renewal statements of
+    /// [`Statements::renew`](super::Statements::renew) must, a chunk at a time (the default).
+    fn renew_all(
+        _backend: &SqlBackend<Self>,
+        _conn: &mut <Self::Database as sqlx::Database>::Connection,
+        _holder: &str,
+        _leases: &[(String, u64)],
+        _now: DbTime,
+    ) -> impl Future<Output = Result<Option<Vec<<Self::Database as sqlx::Database>::Row>>>> + Send
+    {
         async { Ok(None) }
     }
 

@@ -352,6 +352,16 @@ where
         let mut tx = self.pool.begin_with(self.engine.begin()).await?;
         let now = self.clock(&self.query(&s.now).fetch_one(&mut *tx).await?)?;
         let mut renewed = Vec::with_capacity(leases.len());
+        if let Some(rows) = E::renew_all(self, &mut tx, holder, leases, now).await? {
+            for row in &rows {
+                renewed.push(self.lease_from(row)?);
+            }
+            tx.commit().await?;
+            return Ok(Renewed {
+                now,
+                leases: renewed,
+            });
+        }
         for chunk in leases.chunks(RENEW_CHUNK) {
             let (update, read_back) = s.renew(chunk.len());
             let mut query = self
