@@ -90,7 +90,8 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
 
     /// Renews the tenures `leases` (name, term) held by `holder`, each with its row's own ttl,
     /// exactly as [`Op::Renew`] would one by one, in one transaction of a fixed number of
-    /// statements per 5,000 leases (the keep-alive of many held locks).
+    /// statements (PostgreSQL), or of a fixed number per 5,000 leases (the keep-alive of many
+    /// held locks, which asks for at most 10,000 at a time).
     ///
     /// # Errors
     /// Database failures; then nothing is known to be renewed.

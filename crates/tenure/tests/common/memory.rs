@@ -54,6 +54,9 @@ pub(crate) struct MemoryBackend {
     pub round_trips: Mutex<HashMap<String, Duration>>,
     /// Every write that lowered a row's term (P1 says never), as `name: old -> new`.
     pub term_falls: Mutex<Vec<String>>,
+    /// What `renew_many` takes per lease it is asked to renew (tokio time, before deciding),
+    /// as a database's time grows with a batch's size.
+    pub renew_per_lease: Mutex<Duration>,
 }
 
 impl MemoryBackend {
@@ -80,6 +83,7 @@ impl MemoryBackend {
             failing_releases: AtomicUsize::new(0),
             round_trips: Mutex::default(),
             term_falls: Mutex::default(),
+            renew_per_lease: Mutex::default(),
         }
     }
 
@@ -170,6 +174,8 @@ impl Backend for MemoryBackend {
 
     async fn renew_many(&self, holder: &str, leases: &[(String, u64)]) -> tenure::Result<Renewed> {
         self.calls.fetch_add(1, Ordering::SeqCst);
+        let per_lease = *self.renew_per_lease.lock().unwrap();
+        tokio::time::sleep(per_lease * u32::try_from(leases.len()).unwrap_or(u32::MAX)).await;
         let now = self.now();
         let mut rows = self.rows.lock().unwrap();
         let mut renewed = vec![];
