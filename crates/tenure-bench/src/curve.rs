@@ -185,8 +185,17 @@ pub(crate) fn rows(curve: &Curve) -> Vec<Row> {
                 } else {
                     10.0
                 };
-                let taken = p.held.as_ref().map(|h| h.acquire_s);
-                row.goal(format!("taken in ≤ {limit:.0} s"), at_most(taken, limit))
+                // Taken in time, and every one still held at the end: a keep-alive that
+                // outgrew its bound loses them all, however fast they were taken.
+                let taken = p
+                    .held
+                    .as_ref()
+                    .filter(|h| h.still_held == h.leases)
+                    .map(|h| h.acquire_s);
+                row.goal(
+                    format!("taken in ≤ {limit:.0} s, all still held"),
+                    at_most(taken, limit),
+                )
             }
             _ => row,
         };
@@ -276,5 +285,33 @@ mod tests {
         })[0]
             .tenure
             .contains("not reached: too slow"));
+    }
+
+    #[test]
+    fn leases_taken_in_time_but_lost_miss() {
+        use crate::report::Verdict;
+        let point = |still_held| LeasePoint {
+            leases: 100_000,
+            held: Some(Held {
+                leases: 100_000,
+                acquire_s: 4.1,
+                window_s: 10.0,
+                intervals: 2.0,
+                still_held,
+                ..Default::default()
+            }),
+            error: None,
+        };
+        let verdict = |still_held| {
+            rows(&Curve {
+                backend: "PostgreSQL".into(),
+                pool: 32,
+                cycles: vec![],
+                leases: vec![point(still_held)],
+            })[0]
+                .verdict
+        };
+        assert_eq!(verdict(100_000), Some(Verdict::Pass));
+        assert_eq!(verdict(10_009), Some(Verdict::Miss));
     }
 }
