@@ -75,7 +75,9 @@ mod tests {
         assert!(sql.contains("FROM unnest($4::TEXT[], $5::BIGINT[]) AS x(name, term)"));
         // `name` and `term` are also the join's columns: every one read back is the lease's.
         let returning = sql.split(" RETURNING ").nth(1).expect("returning");
-        assert!(returning.contains("l.name AS name") && returning.contains("l.term AS term"));
-        assert!(!returning.contains(" name,") && !returning.contains("(name"));
+        assert!(returning.starts_with("l.name AS name, l.holder AS holder, l.term AS term"));
+        for column in returning.split(", ") {
+            assert!(column.contains("l."), "{column} is not the lease's");
+        }
     }
 }
