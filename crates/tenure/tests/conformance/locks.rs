@@ -132,15 +132,19 @@ pub(crate) async fn lock_stale_release_is_harmless(store: Store) {
 pub(crate) async fn lock_keep_alive_and_drop(store: Store) {
     let name = unique("keep");
     let (a, b) = (holder(&store, "a"), holder(&store, "b"));
-    let guard = a.try_lock(&name, short()).await.unwrap().unwrap();
-    for _ in 0..5 {
+    // A 3 s ttl held for 4.8 s: kept alive, never by its first grant alone. (A 1 s ttl bounds
+    // each call at 200 ms, which `b`'s try_lock overran on a loaded machine: a timeout, not a
+    // broken keep-alive.)
+    let options = LockOptions::default().ttl(Duration::from_secs(3));
+    let guard = a.try_lock(&name, options).await.unwrap().unwrap();
+    for _ in 0..8 {
         sleep(Duration::from_millis(600)).await;
         assert!(!guard.is_lost(), "kept alive");
-        assert!(b.try_lock(&name, short()).await.unwrap().is_none());
+        assert!(b.try_lock(&name, options).await.unwrap().is_none());
     }
     drop(guard);
     let next = b
-        .lock(&name, short(), Duration::from_secs(2))
+        .lock(&name, options, Duration::from_secs(10))
         .await
         .unwrap()
         .expect("dropped guard released the lock");
