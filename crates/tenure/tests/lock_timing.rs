@@ -55,7 +55,7 @@ async fn a_keep_alive_of_more_locks_than_its_bound_allows_keeps_them_all() {
     }
     *backend.renew_per_lease.lock().unwrap() = Duration::from_micros(100);
     let calls = backend.calls.load(Ordering::SeqCst);
-    // Four renew intervals: each lock's deadline passes at least twice without a renewal.
+    // Four renew intervals, the whole ttl: past every lock's deadline unless it was renewed.
     tokio::time::sleep(4 * timing.renew_interval()).await;
     assert!(
         backend.calls.load(Ordering::SeqCst) > calls,

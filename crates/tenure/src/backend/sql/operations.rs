@@ -352,17 +352,13 @@ where
         let mut tx = self.pool.begin_with(self.engine.begin()).await?;
         let now = self.clock(&self.query(&s.now).fetch_one(&mut *tx).await?)?;
         let mut renewed = Vec::with_capacity(leases.len());
-        if let Some(rows) = E::renew_all(self, &mut tx, holder, leases, now).await? {
-            for row in &rows {
-                renewed.push(self.lease_from(row)?);
-            }
-            tx.commit().await?;
-            return Ok(Renewed {
-                now,
-                leases: renewed,
-            });
+        // The engine's one statement where it has one (PostgreSQL); else a chunk at a time.
+        let whole = E::renew_all(self, &mut tx, holder, leases, now).await?;
+        for row in whole.iter().flatten() {
+            renewed.push(self.lease_from(row)?);
         }
-        for chunk in leases.chunks(RENEW_CHUNK) {
+        let chunked = if whole.is_some() { &[][..] } else { leases };
+        for chunk in chunked.chunks(RENEW_CHUNK) {
             let (update, read_back) = s.renew(chunk.len());
             let mut query = self
                 .query(&update)
